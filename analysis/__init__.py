@@ -1,0 +1,1 @@
+"""Django-free numerics: metric definitions, statistics, verdicts, speculation model, figures."""

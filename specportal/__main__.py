@@ -1,0 +1,3 @@
+from specportal.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,199 @@
+"""Django settings, read from the environment.
+
+Development defaults are safe and need nothing running: SQLite (WAL) in ``var/`` and an embedded
+Celery broker on the filesystem. Production (``SPECPORTAL_ENV=production``) refuses to start
+without ``DJANGO_SECRET_KEY`` or with ``DJANGO_DEBUG`` on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+SPECPORTAL_ENV = env.str("SPECPORTAL_ENV", default="development")
+if SPECPORTAL_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured("SPECPORTAL_ENV must be 'development' or 'production'")
+PRODUCTION = SPECPORTAL_ENV == "production"
+
+# Where the embedded defaults keep their files (SQLite database, embedded broker, results).
+DATA_DIR = Path(env.str("SPECPORTAL_DATA_DIR", default=str(BASE_DIR / "var")))
+
+DEBUG = env.bool("DJANGO_DEBUG", default=not PRODUCTION)
+if PRODUCTION:
+    if DEBUG:
+        raise ImproperlyConfigured("DJANGO_DEBUG must be off when SPECPORTAL_ENV=production")
+    SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+    if not SECRET_KEY:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when SPECPORTAL_ENV=production")
+else:
+    # A visible placeholder, never used in production (see the check above).
+    SECRET_KEY = env.str(
+        "DJANGO_SECRET_KEY", default="!!! development only: set DJANGO_SECRET_KEY !!!"
+    )
+
+ALLOWED_HOSTS = env.list(
+    "DJANGO_ALLOWED_HOSTS", default=[] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]"]
+)
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "accounts",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "specportal.urls"
+WSGI_APPLICATION = "specportal.wsgi.application"
+ASGI_APPLICATION = "specportal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database ---------------------------------------------------------------------------------
+# PostgreSQL when DATABASE_URL is set; otherwise SQLite in WAL mode, so the demo's web server,
+# worker and agents can read while one of them writes.
+SQLITE_PATH = DATA_DIR / "specportal.sqlite3"
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
+else:
+    SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": SQLITE_PATH,
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,  # seconds of busy wait before "database is locked"
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = env.bool("DJANGO_SESSION_COOKIE_SECURE", default=True)
+    CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=True)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- REST API ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Token authentication comes first: its WWW-Authenticate header is what turns an
+    # unauthenticated call into 401 rather than DRF's default 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsViewer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "accounts.errors.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "SpecPortal API",
+    "DESCRIPTION": "Frozen serving configurations, experiments, runs and verdicts.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Self-hosted Swagger UI and Redoc so the docs pages work without network access.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery -----------------------------------------------------------------------------------
+# Redis when CELERY_BROKER_URL is set; otherwise kombu's filesystem transport in DATA_DIR, a real
+# broker that several local processes can share without any service running.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+EMBEDDED_BROKER_DIR = DATA_DIR / "broker"
+if not CELERY_BROKER_URL:
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(EMBEDDED_BROKER_DIR / "queue"),
+        "data_folder_out": str(EMBEDDED_BROKER_DIR / "queue"),
+        "processed_folder": str(EMBEDDED_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    # The visibility timeout must exceed the longest run, or Redis redelivers a running task.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=6 * 3600),
+    }
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "portal"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("SPECPORTAL_LOG_LEVEL", default="INFO")},
+}
+
+# --- tests ------------------------------------------------------------------------------------
+# The suite runs on PostgreSQL; SQLite-specific behaviour (the demo's triggers) is tested through
+# this second alias inside the same suite.
+if env.bool("SPECPORTAL_TEST_SQLITE_ALIAS", default=False):
+    DATABASES["sqlite"] = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": DATA_DIR / "test-sqlite-alias.sqlite3",
+        "TEST": {"NAME": str(DATA_DIR / "test-sqlite-alias.sqlite3")},
+    }
