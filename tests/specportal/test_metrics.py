@@ -1,0 +1,125 @@
+"""The definitions of DESIGN §4 against hand-computed values, including the seeds' traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from specportal import metrics
+from specportal.metrics import Timing
+
+MS = 0.001
+
+
+def _trace(times_ms: list[float], tokens: list[int], **kw: object) -> Timing:
+    return Timing(
+        sent=0.0,
+        chunk_times=[t * MS for t in times_ms],
+        chunk_tokens=tokens,
+        output_tokens=sum(tokens),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+# speculative-decoding-looks-slower.txt: six one-token chunks 20 ms apart ...
+BASELINE = _trace([100, 120, 140, 160, 180, 200], [1] * 6)
+# ... and speculation delivering 1, 3 and 2 tokens at 100, 135 and 170 ms.
+SPECULATIVE = _trace([100, 135, 170], [1, 3, 2])
+
+
+def test_seed_baseline_trace() -> None:
+    assert metrics.ttft(BASELINE) == pytest.approx(0.100)
+    assert metrics.chunk_gaps(BASELINE) == pytest.approx([0.020] * 5)
+    assert metrics.tpot(BASELINE) == pytest.approx(0.020)
+    assert metrics.e2el(BASELINE) == pytest.approx(0.200)
+
+
+def test_seed_speculative_trace_widens_gaps_but_lowers_tpot() -> None:
+    assert metrics.chunk_gaps(SPECULATIVE) == pytest.approx([0.035, 0.035])
+    assert metrics.tpot(SPECULATIVE) == pytest.approx(0.014)
+    assert metrics.e2el(SPECULATIVE) == pytest.approx(0.170)
+    summary = metrics.summarize([SPECULATIVE], duration=0.170)
+    assert summary["mean_itl_ms"] == pytest.approx(35.0)
+    assert summary["mean_tpot_ms"] == pytest.approx(14.0)
+    assert summary["mean_tokens_per_chunk"] == pytest.approx(2.0)
+    # amortized decode: (170 − 100) ms over the 5 tokens after the first chunk
+    assert summary["amortized_decode_ms_per_token"] == pytest.approx(14.0)
+
+
+def test_chat_role_chunk_ends_ttft_but_not_content_ttft() -> None:
+    # role chunk at 50 ms with no token, then content at 90, 110, 130 ms
+    chat = _trace([50, 90, 110, 130], [0, 1, 1, 1])
+    assert metrics.ttft(chat) == pytest.approx(0.050)
+    assert metrics.content_ttft(chat) == pytest.approx(0.090)
+    assert metrics.chunk_gaps(chat) == pytest.approx([0.040, 0.020, 0.020])
+    assert metrics.content_gaps(chat) == pytest.approx([0.020, 0.020])
+    # vLLM's TPOT uses the role chunk as the first output: (130 − 50) / (3 − 1)
+    assert metrics.tpot(chat) == pytest.approx(0.040)
+    assert metrics.amortized_decode(chat) == pytest.approx(0.020)
+
+
+def test_single_token_request_has_no_tpot_but_counts_as_zero_for_goodput() -> None:
+    one = _trace([30], [1])
+    assert metrics.tpot(one) is None
+    assert metrics.meets_slos(one, {"tpot": 0.0, "ttft": 0.030})
+    assert not metrics.meets_slos(one, {"ttft": 0.029})
+
+
+def test_unknown_token_counts_stay_unknown() -> None:
+    r = Timing(sent=0.0, chunk_times=[0.1, 0.2], chunk_tokens=None, output_tokens=None)
+    summary = metrics.summarize([r], duration=1.0)
+    assert summary["mean_tokens_per_chunk"] is None
+    assert summary["amortized_decode_ms_per_token"] is None
+    assert summary["output_tokens_unknown"] == 1
+    assert summary["mean_tpot_ms"] == 0  # vLLM's key keeps vLLM's empty-list rule
+
+
+def test_vllm_statistics_rules() -> None:
+    stats = metrics.vllm_stats("ttft", [0.010, 0.020, 0.030, 0.040], [50, 99, 99.9])
+    assert stats["mean_ttft_ms"] == pytest.approx(25.0)
+    assert stats["std_ttft_ms"] == pytest.approx(11.180339887)  # population std
+    assert stats["p50_ttft_ms"] == pytest.approx(25.0)  # linear interpolation
+    assert stats["p99_ttft_ms"] == pytest.approx(39.7)
+    assert list(stats) == [
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "std_ttft_ms",
+        "p50_ttft_ms",
+        "p99_ttft_ms",
+        "p99.9_ttft_ms",
+    ]
+    assert metrics.vllm_stats("itl", [], [99])["p99_itl_ms"] == 0.0
+
+
+def test_nearest_rank_percentile_is_mlperfs() -> None:
+    values = list(range(1, 101))
+    assert metrics.percentile(values, 99, "nearest-rank") == 100
+    assert metrics.percentile(values, 90, "nearest-rank") == 91
+    assert metrics.percentile(values, 99, "linear") == pytest.approx(99.01)
+
+
+def test_summary_totals_goodput_and_slo_attainment() -> None:
+    fast = _trace([100, 120, 140], [1, 1, 1], prompt_tokens=10)
+    slow = _trace([400, 420, 440], [1, 1, 1], prompt_tokens=10)
+    failed = Timing(sent=0.0, chunk_times=[], chunk_tokens=[], output_tokens=None, success=False)
+    options = metrics.SummaryOptions(goodput=metrics.parse_goodput(["ttft:200"]))
+    summary = metrics.summarize([fast, slow, failed], duration=2.0, options=options)
+    assert summary["completed"] == 2
+    assert summary["failed"] == 1
+    assert summary["total_input_tokens"] == 20
+    assert summary["total_output_tokens"] == 6
+    assert summary["output_throughput"] == pytest.approx(3.0)
+    assert summary["request_goodput"] == pytest.approx(0.5)  # one good request over 2 s
+    assert summary["slo_attainment"] == pytest.approx(1 / 3)  # failures count as misses
+
+
+def test_peaks_follow_vllm() -> None:
+    a = _trace([100, 200, 300], [1, 1, 1])
+    b = Timing(sent=0.25, chunk_times=[0.35, 1.5], chunk_tokens=[1, 1], output_tokens=2)
+    assert metrics.peak_concurrency([a, b]) == 2
+    assert metrics.peak_output_chunks_per_s([a, b]) == 4.0
+
+
+@pytest.mark.parametrize("bad", ["ttft", "itl:5", "ttft:-1", "e2el:x"])
+def test_bad_goodput_objectives_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="invalid goodput objective"):
+        metrics.parse_goodput([bad])
