@@ -35,10 +35,11 @@ def parse_category(value: str | None) -> Category | None:
 
 def classify(prompt: str) -> Category:
     """Bundled prompts exactly (when the prompt sets are installed); others by rule; else chat."""
+    bundled: Category | None = None
     try:
         from specportal.workload.prompts import bundled_category
     except ImportError:  # the prompt sets land separately
-        bundled = None
+        pass
     else:
         bundled = bundled_category(prompt)
     if bundled is not None:
