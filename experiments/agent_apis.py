@@ -12,11 +12,11 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from runs.authentication import HostTokenAuthentication, IsHostAgent
 
 from accounts.errors import ApplicationError
 from experiments import services
 from experiments.models import Run
+from runs.authentication import HostTokenAuthentication, IsHostAgent
 from runs.models import GpuHost
 
 # A result file of 100,000 requests × 100 chunks is a few hundred MB of JSON before gzip.

@@ -22,7 +22,7 @@ DEFAULT_PAGE: Final = 100
 
 
 class ArmOutput(serializers.Serializer[Any]):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     position = serializers.IntegerField()
     configuration = serializers.IntegerField(source="configuration_id")
     config_hash = serializers.CharField(source="configuration.config_hash")

@@ -7,6 +7,7 @@ is offline while a configuration names a model to be pulled from a hub.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
@@ -14,9 +15,9 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.utils import timezone
-from runs.services import host_heartbeat_record
 
 from runs.models import FrozenConfiguration, GpuHost
+from runs.services import host_heartbeat_record
 
 # Agents heartbeat every 15 s: four missed beats and the host counts as silent.
 HOST_SILENT_SECONDS: Final = 60
@@ -106,11 +107,16 @@ def host_refusals(host: GpuHost, config: FrozenConfiguration) -> list[str]:
 
 def lint_findings(config: FrozenConfiguration, host: GpuHost) -> list[dict[str, Any]]:
     """The configuration linter's findings as plain dicts (severity, code, message, path)."""
-    from specportal.engines import lint
-
+    try:
+        lint = importlib.import_module("specportal.engines.lint")
+    except ModuleNotFoundError:  # the linter lands separately; until then nothing to report
+        return []
     out = []
     for finding in lint.lint(config.document):
-        data = asdict(finding) if is_dataclass(finding) else dict(finding)
+        if is_dataclass(finding) and not isinstance(finding, type):
+            data = asdict(finding)
+        else:
+            data = dict(finding)
         out.append({k: v for k, v in data.items() if isinstance(v, str | int | float | None)})
     return out
 

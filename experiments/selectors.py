@@ -113,7 +113,9 @@ def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
     for run in runs:
         figures = values.setdefault((run.cell, run.arm.label), {})
         for key in SIDE_BY_SIDE_KEYS:
-            value = acceptance_rate(run) if key == "acceptance_rate" else run.summary.get(key)
+            value = (
+                acceptance_rate(run) if key == "acceptance_rate" else (run.summary or {}).get(key)
+            )
             if isinstance(value, int | float):
                 figures.setdefault(key, []).append(float(value))
     cells = []

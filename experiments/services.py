@@ -7,17 +7,17 @@ beat task can re-publish a QUEUED run without disturbing any order.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from specportal.engines.document import diff
 
 from accounts.errors import ApplicationError
 from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
@@ -25,6 +25,7 @@ from experiments import dispatch
 from experiments.models import Arm, Experiment, ResultUpload, Run
 from experiments.planning import plan_runs
 from runs.models import FrozenConfiguration, GpuHost
+from specportal.engines.document import diff
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def arm_differences(
 @transaction.atomic
 def experiment_create(
     *,
-    user: AbstractBaseUser | None,
+    user: AbstractBaseUser | AnonymousUser | None,
     name: str,
     baseline: FrozenConfiguration,
     candidates: Sequence[FrozenConfiguration],
@@ -190,7 +191,7 @@ def experiment_create(
     experiment = Experiment(
         name=name,
         description=description,
-        created_by=user,
+        created_by=user if isinstance(user, User) else None,
         workloads=workloads,
         loads=loads,
         repetitions=repetitions,
@@ -429,17 +430,18 @@ def run_heartbeat(
     host_record_heartbeat(host=host, inventory=inventory)
     answer: dict[str, Any] = {"lease_seconds": LEASE_SECONDS, "cancel_requested": False}
     if current_run:
+        run_id, attempt = int(current_run.get("id") or 0), int(current_run.get("attempt") or 0)
         renewed = Run.objects.filter(
-            pk=current_run.get("id"),
+            pk=run_id,
             host=host,
-            attempt=current_run.get("attempt"),
+            attempt=attempt,
             status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
             lease_expires_at__isnull=False,
         )
         renewed.update(lease_expires_at=_lease_deadline())
-        run = Run.objects.filter(pk=current_run.get("id"), host=host).first()
+        run = Run.objects.filter(pk=run_id, host=host).first()
         answer["cancel_requested"] = bool(run and run.cancel_requested)
-        answer["held"] = bool(run and run.attempt == current_run.get("attempt"))
+        answer["held"] = bool(run and run.attempt == attempt)
     return answer
 
 
@@ -563,7 +565,7 @@ def runs_reap_expired_leases() -> int:
                 run.finished_at = now
                 run.lease_expires_at = None
                 run.save(update_fields=["error", "status", "finished_at", "lease_expires_at"])
-                transaction.on_commit(lambda eid=experiment_id: _advance_later(eid))
+                transaction.on_commit(functools.partial(_advance_later, experiment_id))
             reaped += 1
     return reaped
 

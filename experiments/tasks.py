@@ -19,23 +19,23 @@ from experiments.models import ResultUpload
 PENDING_UPLOAD_SECONDS: Final = 120
 
 
-@shared_task(name="experiments.upload_ingest_task", acks_late=True)
+@shared_task(name="experiments.upload_ingest_task", acks_late=True)  # type: ignore[untyped-decorator]
 def upload_ingest_task(upload_id: int) -> None:
     run = upload_ingest(upload_id=upload_id)
     services.experiment_advance(experiment_id=run.experiment_id)
 
 
-@shared_task(name="experiments.runs_republish_stale_task")
+@shared_task(name="experiments.runs_republish_stale_task")  # type: ignore[untyped-decorator]
 def runs_republish_stale_task() -> int:
     return services.runs_republish_stale()
 
 
-@shared_task(name="experiments.runs_reap_expired_leases_task")
+@shared_task(name="experiments.runs_reap_expired_leases_task")  # type: ignore[untyped-decorator]
 def runs_reap_expired_leases_task() -> int:
     return services.runs_reap_expired_leases()
 
 
-@shared_task(name="experiments.uploads_ingest_pending_task")
+@shared_task(name="experiments.uploads_ingest_pending_task")  # type: ignore[untyped-decorator]
 def uploads_ingest_pending_task() -> int:
     cutoff = timezone.now() - timedelta(seconds=PENDING_UPLOAD_SECONDS)
     pending = list(
@@ -48,7 +48,7 @@ def uploads_ingest_pending_task() -> int:
     return len(pending)
 
 
-@shared_task(name="experiments.hosts_check_health_task")
+@shared_task(name="experiments.hosts_check_health_task")  # type: ignore[untyped-decorator]
 def hosts_check_health_task() -> int:
     from experiments.checks import hosts_mark_silent
 

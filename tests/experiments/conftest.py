@@ -13,7 +13,12 @@ from rest_framework.test import APIClient
 from accounts import roles
 from accounts.services import api_token_rotate, user_create_or_update
 from runs.models import FrozenConfiguration, GpuHost
-from runs.services import configuration_create, host_heartbeat_record, host_register, host_token_issue
+from runs.services import (
+    configuration_create,
+    host_heartbeat_record,
+    host_register,
+    host_token_issue,
+)
 
 REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"
 BASELINE: dict[str, Any] = {
