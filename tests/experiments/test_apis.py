@@ -96,8 +96,8 @@ def _envelope(run_id: int, attempt: int, n: int = 3) -> bytes:
 
 
 def test_experiment_api_creates_plans_and_starts(
-    setup: Setup, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
     api = api_as(setup.experimenter)
     created = api.post("/api/v1/experiments/", _body(setup), format="json")
     assert created.status_code == 201
@@ -134,8 +134,8 @@ def test_experiment_api_roles_and_error_shape(setup: Setup) -> None:
 
 
 def test_agent_endpoints_need_the_host_token_and_see_only_their_runs(
-    setup: Setup, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
     experiment_id = _started(setup, django_capture_on_commit_callbacks)
     run = Run.objects.get(experiment_id=experiment_id, status="queued", host__name="gpu-a")
     assert api_as(setup.experimenter).get(f"/api/v1/agent/runs/{run.pk}").status_code in (401, 403)
@@ -148,8 +148,8 @@ def test_agent_endpoints_need_the_host_token_and_see_only_their_runs(
 
 
 def test_claim_progress_upload_and_ingest_once(
-    setup: Setup, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
     experiment_id = _started(setup, django_capture_on_commit_callbacks)
     run = Run.objects.get(experiment_id=experiment_id, status="queued", host__name="gpu-a")
     agent = agent_as(setup.tokens["gpu-a"])
@@ -175,8 +175,8 @@ def test_claim_progress_upload_and_ingest_once(
     assert beat.status_code == 200
     body = _envelope(run.pk, 1)
     url = f"/api/v1/agent/runs/{run.pk}/result?attempt=1"
-    first = agent.generic("PUT", url, body, content_type="application/json")
-    second = agent.generic("PUT", url, body, content_type="application/json")
+    first = agent.generic("PUT", url, body, content_type="application/json")  # type: ignore[arg-type]
+    second = agent.generic("PUT", url, body, content_type="application/json")  # type: ignore[arg-type]
     assert first.status_code == second.status_code == 200
     assert first.json()["sha256"] == second.json()["sha256"]
     upload_id = run.uploads.get().pk
@@ -201,7 +201,8 @@ def test_claim_progress_upload_and_ingest_once(
     assert [r["index"] for r in rest["results"]] == [2]
     assert rest["next_after"] is None
     download = api.get(f"/api/v1/runs/{run.pk}/requests.jsonl")
-    lines = b"".join(download.streaming_content).decode().splitlines()
+    streamed: Any = download
+    lines = b"".join(streamed.streaming_content).decode().splitlines()
     assert [json.loads(line)["index"] for line in lines] == [0, 1, 2]
     summary = api.get(f"/api/v1/runs/{run.pk}/summary/").json()
     assert summary["summary"]["output_throughput"] == 123.0
@@ -210,8 +211,8 @@ def test_claim_progress_upload_and_ingest_once(
 
 
 def test_failed_engine_start_is_recorded_with_its_error(
-    setup: Setup, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
     experiment_id = _started(setup, django_capture_on_commit_callbacks)
     run = Run.objects.get(experiment_id=experiment_id, status="queued", host__name="gpu-a")
     agent = agent_as(setup.tokens["gpu-a"])
@@ -228,7 +229,7 @@ def test_failed_engine_start_is_recorded_with_its_error(
     agent.generic(
         "PUT",
         f"/api/v1/agent/runs/{run.pk}/result?attempt=1",
-        gzip.compress(json.dumps(envelope).encode()),
+        gzip.compress(json.dumps(envelope).encode()),  # type: ignore[arg-type]
     )
     with django_capture_on_commit_callbacks(execute=True):
         upload_ingest_task(run.uploads.get().pk)
@@ -240,8 +241,8 @@ def test_failed_engine_start_is_recorded_with_its_error(
 
 
 def test_run_list_stays_within_a_few_queries(
-    setup: Setup, django_capture_on_commit_callbacks, django_assert_max_num_queries
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, django_capture_on_commit_callbacks: Any, django_assert_max_num_queries: Any
+) -> None:
     _started(setup, django_capture_on_commit_callbacks)
     api = api_as(setup.viewer)
     with django_assert_max_num_queries(8):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import IntegrityError, InternalError, transaction
@@ -76,8 +77,8 @@ def test_plan_interleaves_arms_in_rotation_with_one_host_per_cell(setup: Setup) 
 
 
 def test_start_locks_objectives_and_queues_one_run_per_host(
-    setup: Setup, published: list[tuple[int, int, str]], django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, published: list[tuple[int, int, str]], django_capture_on_commit_callbacks: Any
+) -> None:
     experiment = services.experiment_create(**create_kwargs(setup))
     with django_capture_on_commit_callbacks(execute=True):
         services.experiment_start(experiment=experiment)
@@ -129,8 +130,8 @@ def test_start_refuses_a_silent_or_incapable_host_with_every_reason(setup: Setup
 
 
 def test_claim_is_conditional_and_the_reaper_requeues_once(
-    setup: Setup, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
     experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
     services.experiment_start(experiment=experiment)
     run = Run.objects.filter(status=Run.Status.QUEUED, host__name="gpu-a").get()
@@ -183,8 +184,8 @@ def test_heartbeat_renews_only_the_lease_of_the_attempt_held(setup: Setup) -> No
 
 
 def test_stale_queued_runs_are_published_again(
-    setup: Setup, published: list[tuple[int, int, str]], django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+    setup: Setup, published: list[tuple[int, int, str]], django_capture_on_commit_callbacks: Any
+) -> None:
     experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
     services.experiment_start(experiment=experiment)
     published.clear()
