@@ -107,7 +107,9 @@ class EngineStats:
     generation_tokens: int = 0
     verify_steps: int = 0  # SGLang's forward count (steps of speculating sequences)
     decode_steps: int = 0  # llama.cpp n_decode: target decode calls
-    request_success: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FINISH_REASONS, 0))
+    request_success: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(FINISH_REASONS, 0)
+    )
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
@@ -189,6 +191,7 @@ class EmulatedSequence:
         "blocks",
         "cached_tokens",
         "category",
+        "decoding",
         "drafted",
         "engine_index",
         "finish_reason",
@@ -244,6 +247,7 @@ class EmulatedSequence:
         self.output: list[int] = []
         self.state = "waiting"
         self.prefilled = 0  # tokens of prompt+output whose KV exists
+        self.decoding = False  # prefill done: each step now verifies k + 1 tokens
         self.cached_tokens = 0
         self.blocks = 0
         self.arrival = 0.0
@@ -336,6 +340,9 @@ class Engine:
         self._step_end = 0.0
         self.steps = 0
         self.last_step_batch = 0
+        self.gauge_running = 0
+        self.gauge_waiting = 0
+        self.gauge_kv_usage = 0.0
         self._prefix_cache: OrderedDict[int, None] = OrderedDict()
         self._tokenizer = get_tokenizer()
 
@@ -346,7 +353,6 @@ class Engine:
         seq.engine_index = self.index
         seq.state = "waiting"
         self.waiting.append(seq)
-        self.stats.peak_waiting = max(self.stats.peak_waiting, len(self.waiting))
         if not self._busy:
             self._busy = True
             now = self.clock.now()
@@ -367,15 +373,21 @@ class Engine:
 
     @property
     def num_running(self) -> int:
-        return len(self.running)
+        """As last reported (after the latest scheduling decision)."""
+        return self.gauge_running
 
     @property
     def num_waiting(self) -> int:
-        return len(self.waiting)
+        return self.gauge_waiting
 
     @property
     def kv_usage(self) -> float:
-        return 1.0 - self.free_blocks / self.total_blocks
+        return self.gauge_kv_usage
+
+    @property
+    def load(self) -> int:
+        """Requests held right now (for balancing data-parallel ranks)."""
+        return len(self.running) + len(self.waiting)
 
     def reset_prefix_cache(self) -> bool:
         self._prefix_cache.clear()
@@ -406,6 +418,8 @@ class Engine:
                 continue
             if item.prefill_tokens:
                 seq.prefilled += item.prefill_tokens
+                if item.emit:
+                    seq.decoding = True
             if item.drafted:
                 seq.num_drafts += 1
                 seq.drafted += item.drafted
@@ -444,7 +458,7 @@ class Engine:
         spec = config.spec
         budget = config.max_num_batched_tokens
         plan: list[_Planned] = []
-        decode_batch = [s for s in self.running if s.prefilled >= s.num_tokens]
+        decode_batch = [s for s in self.running if s.decoding]
         k_step = spec.k_for_batch(len(self.running)) if spec else 0
         # Decode: every prefilled running sequence verifies k + 1 tokens.
         drafting: list[int] = []
@@ -471,7 +485,7 @@ class Engine:
         for seq in self.running:
             if budget <= 0:
                 break
-            if seq.prefilled < seq.num_tokens and not any(p.seq is seq for p in plan):
+            if not seq.decoding and seq.prefilled < seq.num_tokens:
                 chunk = min(budget, seq.num_tokens - seq.prefilled)
                 if not self._reserve(seq, seq.prefilled + chunk):
                     continue
@@ -494,6 +508,11 @@ class Engine:
             prefill_tokens += chunk
         self._plan = plan
         self.last_step_batch = len(plan)
+        # Gauges are sampled right after scheduling, as vLLM records its scheduler stats: a
+        # request that arrived during a step and fits is never reported as waiting.
+        self.gauge_running = len(self.running)
+        self.gauge_waiting = len(self.waiting)
+        self.gauge_kv_usage = 1.0 - self.free_blocks / self.total_blocks
         self.stats.peak_waiting = max(self.stats.peak_waiting, len(self.waiting))
         if not plan:
             return None
@@ -572,9 +591,7 @@ class Engine:
         # The pass that completes the prompt also samples the next token.
         if not seq.output:
             self.stats.prompt_tokens += seq.prompt_len
-        emit, finish, stop_reason = self._tokens(
-            seq, len(seq.output), 1, len(self.running), []
-        )
+        emit, finish, stop_reason = self._tokens(seq, len(seq.output), 1, len(self.running), [])
         return _Planned(seq, chunk, emit, 0, 0, finish, stop_reason)
 
     def _tokens(
@@ -654,12 +671,12 @@ class Engine:
         self.running.remove(seq)
         self._release(seq)
         seq.state = "waiting"
+        seq.decoding = False
         seq.prefilled = 0
         seq.cached_tokens = 0
         seq.preemptions += 1
         self.waiting.appendleft(seq)
         self.stats.num_preemptions += 1
-        self.stats.peak_waiting = max(self.stats.peak_waiting, len(self.waiting))
 
     def _block_hashes(self, seq: EmulatedSequence) -> list[int]:
         full = seq.prompt_len // BLOCK_SIZE

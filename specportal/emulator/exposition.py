@@ -7,6 +7,7 @@ suffixes, value formatting and label escaping are the library's (the same librar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -55,15 +56,18 @@ class Builder:
         samples: Iterable[tuple[Sequence[str], Sequence[float], Sequence[int], float]],
     ) -> None:
         """``samples``: (label values, bucket bounds, cumulative counts incl. +Inf, sum)."""
-        from prometheus_client.utils import floatToGoString
-
         family = self._core.HistogramMetricFamily(name, documentation, labels=list(labels))
         for values, bounds, cumulative, total in samples:
-            buckets = [
-                (floatToGoString(b), float(c)) for b, c in zip(bounds, cumulative, strict=False)
-            ]
+            buckets = [(go_string(b), float(c)) for b, c in zip(bounds, cumulative, strict=False)]
             buckets.append(("+Inf", float(cumulative[-1])))
-            family.add_metric(list(values), buckets, total, created=self.created)
+            family.add_metric(list(values), buckets, total)
+            # The library's family takes no creation time; the client library's own histograms
+            # expose one (single-process mode), so add the sample as they do.
+            family.samples.append(
+                self._core.Sample(
+                    name + "_created", dict(zip(labels, values, strict=True)), self.created
+                )
+            )
         self.families.append(family)
 
     def render(self) -> bytes:
@@ -76,8 +80,20 @@ class Builder:
                 return families
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Collector())  # type: ignore[arg-type]
+        registry.register(_Collector())
         return bytes(generate_latest(registry))
+
+
+def go_string(value: float) -> str:
+    """Bucket bounds as ``prometheus_client`` writes them (``floatToGoString``, untyped there)."""
+    if value == math.inf:
+        return "+Inf"
+    text = repr(float(value))
+    dot = text.find(".")
+    if value > 0 and dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return text
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -13,6 +13,7 @@ connection (no pipelining), chunked transfer encoding for streams.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import socket
 from collections.abc import Callable
@@ -89,10 +90,8 @@ class HttpConnection(asyncio.Protocol):
         self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data

@@ -63,7 +63,9 @@ def _rates(value: str) -> tuple[float, ...]:
     try:
         rates = tuple(float(v) for v in value.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of numbers: {value!r}"
+        ) from None
     if not rates or any(not 0.0 <= r <= 1.0 for r in rates):
         raise argparse.ArgumentTypeError("acceptance rates must be within [0, 1]")
     return rates
@@ -146,7 +148,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--emu-stats", action="store_true", help="serve GET /emu/stats (step lateness, CPU)")
     faults = parser.add_argument_group("emulator faults")
     add = faults.add_argument
-    add("--emu-fault-fail-fraction", type=_fraction, default=0.0, help="fraction of requests that fail")
+    add(
+        "--emu-fault-fail-fraction",
+        type=_fraction,
+        default=0.0,
+        help="fraction of requests that fail",
+    )
     add(
         "--emu-fault-fail-mode",
         choices=["http", "stream"],
@@ -160,7 +167,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fraction of streams whose connection is dropped mid-stream",
     )
     add("--emu-fault-drop-after-chunks", type=int, default=2, help="chunks sent before a drop")
-    add("--emu-fault-stall-fraction", type=_fraction, default=0.0, help="fraction of streams that stall")
+    add(
+        "--emu-fault-stall-fraction",
+        type=_fraction,
+        default=0.0,
+        help="fraction of streams that stall",
+    )
     add(
         "--emu-fault-stall-seconds",
         type=float,

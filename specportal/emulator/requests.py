@@ -58,9 +58,7 @@ def text_of_content(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, dict)
-        )
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     raise BadRequest("message content must be a string or a list of content parts")
 
 
@@ -199,9 +197,7 @@ class StreamSink:
         if self.stall and self.stalled is None and self.chunks >= faults.stall_after_chunks + 1:
             self.stalled = []
             if faults.stall_seconds > 0:
-                self.server.loop.call_later(
-                    faults.stall_seconds * 1.0, self._resume
-                )
+                self.server.loop.call_later(faults.stall_seconds * 1.0, self._resume)
         if seq.finished:
             data += self.tail(seq)
             self.dead = True

@@ -8,6 +8,7 @@ engines that both share.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -20,7 +21,7 @@ from typing import Any, Final
 
 from specportal.emulator import randomness as rnd
 from specportal.emulator.clock import ScaledLoopClock
-from specportal.emulator.engine import Engine, EngineConfig, EmulatedSequence
+from specportal.emulator.engine import EmulatedSequence, Engine, EngineConfig
 from specportal.emulator.httpserver import App, serve
 
 # Exit status of ``--emu-exit-after``: a crash, as a supervisor sees it.
@@ -107,7 +108,7 @@ class EmulatorServer:
         return next(self.request_counter)
 
     def submit(self, seq: EmulatedSequence) -> Engine:
-        engine = min(self.engines, key=lambda e: (e.num_running + e.num_waiting, e.index))
+        engine = min(self.engines, key=lambda e: (e.load, e.index))
         engine.add(seq)
         return engine
 
@@ -168,10 +169,8 @@ async def _run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]
     if serve_while_loading:
         listener = await serve(app, config.host, config.port)
     if config.startup_delay > 0:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), config.startup_delay)
-        except TimeoutError:
-            pass
     server.ready = True
     # The engines start their clocks only when the server becomes ready.
     server.clock = ScaledLoopClock(loop, config.time_scale)

@@ -185,7 +185,9 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     )
     version = emu.version or PINNED_VERSION
     if version not in VERSIONS:
-        raise ConfigError(f"--emu-version {version!r}: the vLLM flavor emulates {', '.join(VERSIONS)}")
+        raise ConfigError(
+            f"--emu-version {version!r}: the vLLM flavor emulates {', '.join(VERSIONS)}"
+        )
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
     return EmulatorConfig(
         flavor="vllm",
@@ -318,7 +320,9 @@ class _OpenAISink(StreamSink):
             "text_offset": offsets,
             "token_logprobs": values,
             "tokens": tokens,
-            "top_logprobs": [{tok: lp} if self.logprobs else {} for tok, lp in zip(tokens, values, strict=True)],
+            "top_logprobs": [
+                {tok: lp} if self.logprobs else {} for tok, lp in zip(tokens, values, strict=True)
+            ],
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -339,10 +343,17 @@ class _OpenAISink(StreamSink):
             out = b""
             if not self.role_sent:
                 self.role_sent = True
-                out = self.head + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+                out = (
+                    self.head
+                    + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+                )
                 out += (b',"usage":' + _usage(prompt, 0) if self.continuous else b"") + b"}\n\n"
             end = self._finish_fields(seq) if final else b'"finish_reason":null'
-            out += self.head + b'{"index":0,"delta":{"content":%s},"logprobs":%s,%s}]' % (text, lp, end)
+            out += self.head + b'{"index":0,"delta":{"content":%s},"logprobs":%s,%s}]' % (
+                text,
+                lp,
+                end,
+            )
             out += (b',"usage":' + usage if usage is not None else b"") + b"}\n\n"
             return out
         end = self._finish_fields(seq) if final else b'"finish_reason":null,"stop_reason":null'
@@ -359,7 +370,9 @@ class _OpenAISink(StreamSink):
         return out + b"data: [DONE]\n\n"
 
     def error_event(self, message: str) -> bytes:
-        body = {"error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}}
+        body = {
+            "error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}
+        }
         return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
     def response(self, seq: EmulatedSequence) -> Response:
@@ -444,9 +457,12 @@ class VllmApp:
 
     def handle(self, request: Request) -> Response | None:
         route = (request.method, request.path)
-        if self.config.api_key and request.path.startswith("/v1"):
-            if request.headers.get("authorization") != f"Bearer {self.config.api_key}":
-                return Response(401, b'{"error":"Unauthorized"}')
+        if (
+            self.config.api_key
+            and request.path.startswith("/v1")
+            and request.headers.get("authorization") != f"Bearer {self.config.api_key}"
+        ):
+            return Response(401, b'{"error":"Unauthorized"}')
         try:
             if route == ("GET", "/health"):
                 return Response(200, b"", "")
@@ -530,16 +546,15 @@ class VllmApp:
     def _tokenize(self, request: Request) -> Response:
         data = parse_json_body(request.body)
         self._check_model(data)
-        if "messages" in data:
-            text = chat_prompt(data["messages"])
-        else:
-            text = str(data.get("prompt", ""))
+        text = chat_prompt(data["messages"]) if "messages" in data else str(data.get("prompt", ""))
         tokens = TOKENIZER.encode(text)
         body = {
             "count": len(tokens),
             "max_model_len": self.config.engine.max_model_len,
             "tokens": tokens,
-            "token_strs": [TOKENIZER.piece(t) for t in tokens] if data.get("return_token_strs") else None,
+            "token_strs": [TOKENIZER.piece(t) for t in tokens]
+            if data.get("return_token_strs")
+            else None,
         }
         return Response(200, json.dumps(body, separators=(",", ":")).encode())
 
