@@ -107,6 +107,18 @@ def _mistral(user: str) -> str:
     return f"<s>[INST] {user.strip()} [/INST]"
 
 
+def _llama2(user: str) -> str:
+    return f"<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n{user.strip()} [/INST]"
+
+
+def _phi3(user: str) -> str:
+    return f"<|system|>\nBe brief.<|end|>\n<|user|>\n{user}<|end|>\n<|assistant|>\n"
+
+
+def _deepseek(user: str) -> str:
+    return f"<｜begin▁of▁sentence｜>Be brief.<｜User｜>{user}<｜Assistant｜>"
+
+
 def _gemma(user: str) -> str:
     return f"<bos><start_of_turn>user\n{user}<end_of_turn>\n<start_of_turn>model\n"
 
@@ -121,7 +133,8 @@ def _messages_joined(user: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "wrap", [_chatml, _llama3, _mistral, _gemma, _transcript, _messages_joined]
+    "wrap",
+    [_chatml, _llama3, _llama2, _mistral, _phi3, _deepseek, _gemma, _transcript, _messages_joined],
 )
 def test_every_bundled_prompt_is_found_inside_a_rendered_chat_prompt(
     wrap: Callable[[str], str],
