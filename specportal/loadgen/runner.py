@@ -257,26 +257,39 @@ class _Run:
         t0: float,
         holds_slot: bool = False,
     ) -> None:
-        headers = request_headers(
-            self.headers, record.request_id, item.category, self.config.send_category_header
-        )
-        body = self._body(item)
-        send = stream_request(
-            session, self.config.url, body, headers, self.config.endpoint_kind, record, t0
-        )
-        if holds_slot and sem is not None:
+        if sem is not None and not holds_slot:
             try:
-                await send
-            finally:
+                await sem.acquire()
+            except asyncio.CancelledError:
+                self._not_sent(record)
+                raise
+            record.slot_acquired = time.perf_counter() - t0
+        try:
+            if self.stopping.is_set():
+                self._not_sent(record)
+                return
+            headers = request_headers(
+                self.headers, record.request_id, item.category, self.config.send_category_header
+            )
+            await stream_request(
+                session,
+                self.config.url,
+                self._body(item),
+                headers,
+                self.config.endpoint_kind,
+                record,
+                t0,
+            )
+            if not record.warmup:
+                # Before the slot is released, so a stop decided here holds the next request.
+                self._after(record)
+        finally:
+            if sem is not None:
                 sem.release()
-        elif sem is not None:
-            async with sem:
-                record.slot_acquired = time.perf_counter() - t0
-                await send
-        else:
-            await send
-        if not record.warmup:
-            self._after(record)
+
+    def _not_sent(self, record: RequestRecord) -> None:
+        record.error_kind = "not_sent"
+        record.error_message = f"not sent: {self.stop_reason or 'the run stopped'}"
 
     def _after(self, record: RequestRecord) -> None:
         self.done += 1
@@ -370,10 +383,8 @@ class _Run:
             waiter.cancel()
         if cfg.duration is None:
             for index in range(len(self.records), len(self.items)):
-                item = self.items[index]
-                record = self._record(index, item, warmup=False)
-                record.error_kind = "not_sent"
-                record.error_message = f"not sent: {self.stop_reason or 'the run stopped'}"
+                record = self._record(index, self.items[index], warmup=False)
+                self._not_sent(record)
                 self.records.append(record)
 
     async def _wait_or_stop(self, aw: Any) -> None:

@@ -106,14 +106,27 @@ def all_prompts() -> list[BundledPrompt]:
     return [p for category in CATEGORIES for p in _load(category)]
 
 
-def _lines(text: str) -> list[str]:
-    """Normalised non-empty lines, after template control tokens became line breaks."""
+def _split(text: str) -> tuple[list[str], bool]:
+    """Normalised non-empty lines, after template control tokens became line breaks and leading
+    role labels were dropped; and whether either happened (if not, the lines joined by spaces are
+    exactly ``normalise(text)``)."""
+    changed = False
+    # Every control token starts with "<" or "["; most prompts have neither, so skip the scan.
+    if "<" in text or "[" in text:
+        text, n_tokens = _CONTROL_TOKEN.subn("\n", text)
+        changed = n_tokens > 0
     out: list[str] = []
-    for raw in _CONTROL_TOKEN.sub("\n", text).splitlines():
-        line = normalise(_ROLE_LABEL.sub("", raw, count=1))
+    for raw in text.splitlines():
+        unlabelled, n_labels = _ROLE_LABEL.subn("", raw, count=1)
+        changed = changed or n_labels > 0
+        line = normalise(unlabelled)
         if line:
             out.append(line)
-    return out
+    return out, changed
+
+
+def _lines(text: str) -> list[str]:
+    return _split(text)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +147,12 @@ def _index() -> _Index:
     by_text: dict[str, BundledPrompt] = {}
     prompts = all_prompts()
     for p in prompts:
-        other = by_text.setdefault(normalise(p.prompt), p)
-        if other is not p:
-            raise ValueError(f"bundled prompts {other.id} and {p.id} are the same text")
+        # Both the plain normalised text and the form read through _split (identical unless the
+        # prompt itself holds something that looks like a control token or a role label).
+        for key in {normalise(p.prompt), " ".join(_lines(p.prompt))}:
+            other = by_text.setdefault(key, p)
+            if other is not p:
+                raise ValueError(f"bundled prompts {other.id} and {p.id} are the same text")
     # The key line is the line that the fewest bundled prompts share (longest on ties), so a
     # common line such as "Context:" never becomes a key that matches half the set.
     line_use: dict[str, int] = {}
@@ -157,10 +173,14 @@ def find_bundled_prompt(text: str) -> BundledPrompt | None:
     When a text holds several bundled prompts (a multi-turn conversation), the first one wins.
     """
     index = _index()
-    exact = index.by_text.get(normalise(text))
+    # One pass of normalisation serves the exact lookup and the line scan: unless _split removed
+    # control tokens or role labels, its lines joined by spaces are the normalised text.
+    lines, changed = _split(text)
+    exact = index.by_text.get(" ".join(lines))
+    if exact is None and changed:
+        exact = index.by_text.get(normalise(text))
     if exact is not None:
         return exact
-    lines = _lines(text)
     for i, line in enumerate(lines):
         for entry in index.by_key_line.get(line, ()):
             start = i - entry.key_offset
