@@ -234,3 +234,22 @@ def test_llamacpp_openai_chat_one_token_per_content_chunk_usage_last() -> None:
     assert r.output_tokens == 3
     assert r.timings == {"draft_n": 6, "draft_n_accepted": 5}
     assert r.finish_reason == "length"
+
+
+def test_role_chunk_without_usage_counts_zero_when_later_counts_explain_all() -> None:
+    def ch(delta: dict[str, Any], n: int | None, finish: str | None = None) -> bytes:
+        usage = None if n is None else {"prompt_tokens": 4, "completion_tokens": n,
+                                        "total_tokens": 4 + n}  # fmt: skip
+        return sse({"object": "chat.completion.chunk", "usage": usage,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})  # fmt: skip
+
+    steps: list[Step] = [
+        Write(0.0, ch({"role": "assistant", "content": ""}, None)),  # SGLang: usage null
+        Write(0.01, ch({"content": " a"}, 1)),
+        Write(0.02, ch({"content": " b c"}, 3, "length")),
+        Write(0.02, DONE),
+    ]
+    with ScriptedServer(lambda p, b: steps) as server:
+        [r] = _run(server, "openai-chat")
+    assert r.chunk_tokens == [0, 1, 2]
+    assert r.output_tokens == 3
