@@ -316,3 +316,16 @@ def test_openapi_schema_and_offline_docs_pages(django_user_model: type[User]) ->
         text = html.content.decode()
         assert "drf_spectacular_sidecar" in text
         assert "cdn.jsdelivr.net" not in text
+
+
+def test_a_configuration_used_by_an_experiment_cannot_be_deleted(
+    config: FrozenConfiguration,
+) -> None:
+    from experiments.models import Arm, Experiment
+
+    experiment = Experiment.objects.create(name="e", workloads=[], loads=[], objectives={})
+    Arm.objects.create(experiment=experiment, position=0, label="baseline", configuration=config)
+    response = client_for(roles.EXPERIMENTER).delete(f"/api/v1/configurations/{config.pk}/")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "protected"
+    assert FrozenConfiguration.objects.filter(pk=config.pk).exists()
