@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "accounts",
     "runs",
+    "experiments",
 ]
 
 MIDDLEWARE = [

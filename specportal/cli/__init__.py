@@ -7,6 +7,7 @@ import Django. A subcommand module provides::
     HELP: str                                   # one line for ``specportal --help``
     def add_arguments(parser: argparse.ArgumentParser) -> None
     def run(args: argparse.Namespace) -> int    # the exit status
+    def parse_arguments(parser, argv) -> argparse.Namespace   # optional: parse its own way
 
 A subcommand reports bad input by raising ``CliError``: the user sees one line and a non-zero exit,
 never a traceback.
@@ -112,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(sub.module)
     parser = argparse.ArgumentParser(prog=f"specportal {sub.name}", description=module.HELP)
     module.add_arguments(parser)
-    parsed = parser.parse_args(rest)
+    # A module may parse its own way (``emulate`` passes a real engine's flags through).
+    parse = getattr(module, "parse_arguments", None)
+    parsed = parse(parser, rest) if parse is not None else parser.parse_args(rest)
     try:
         return int(module.run(parsed))
     except CliError as exc:

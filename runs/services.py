@@ -1,0 +1,258 @@
+"""Writes for frozen configurations and GPU hosts (keyword-only, typed, atomic)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.errors import ApplicationError
+from runs.models import EDITABLE_FIELDS, ENGINE_CHOICES, FrozenConfiguration, GpuHost
+from specportal.engines.document import DocumentError, prepare
+
+HOST_TOKEN_PREFIX = "sph_"
+
+
+def _labels(labels: Any, path: str = "labels") -> dict[str, str]:
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise ApplicationError(
+            "Labels must be an object of strings.",
+            fields={path: ["must be an object mapping label names to strings"]},
+        )
+    return dict(labels)
+
+
+@transaction.atomic
+def configuration_create(
+    *,
+    document: Any,
+    name: str = "",
+    description: str = "",
+    labels: Mapping[str, str] | None = None,
+    created_by: User | AnonymousUser | None = None,
+) -> tuple[FrozenConfiguration, bool]:
+    """Store a configuration, or return the stored one with the same identity (``created`` False).
+
+    Name, description and labels are not identity: posting the same document under another name
+    returns the existing configuration unchanged.
+    """
+    try:
+        normalised, ident = prepare(document)
+    except DocumentError as exc:
+        fields = {
+            f"document.{path}" if path else "document": msgs for path, msgs in exc.problems.items()
+        }
+        raise ApplicationError(
+            f"The configuration document is invalid: {exc}", fields=fields
+        ) from exc
+    clean_labels = _labels(labels)
+    existing = FrozenConfiguration.objects.filter(config_hash=ident.config_hash).first()
+    if existing is not None:
+        return existing, False
+    user = created_by if isinstance(created_by, User) else None
+    try:
+        with transaction.atomic():
+            config = FrozenConfiguration.objects.create(
+                config_hash=ident.config_hash,
+                target_hash=ident.target_hash,
+                proposal_hash=ident.proposal_hash,
+                engine=normalised["engine"],
+                method=ident.method,
+                document=normalised,
+                name=name,
+                description=description,
+                labels=clean_labels,
+                created_by=user,
+            )
+    except IntegrityError:
+        # Another request stored the same identity between our lookup and insert.
+        return FrozenConfiguration.objects.get(config_hash=ident.config_hash), False
+    return config, True
+
+
+@transaction.atomic
+def configuration_update(
+    *,
+    config: FrozenConfiguration,
+    name: str | None = None,
+    description: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> FrozenConfiguration:
+    """Change what is not identity: name, description, labels."""
+    if name is not None:
+        config.name = name
+    if description is not None:
+        config.description = description
+    if labels is not None:
+        config.labels = _labels(labels)
+    config.save(update_fields=list(EDITABLE_FIELDS))
+    return config
+
+
+@transaction.atomic
+def configuration_delete(*, config: FrozenConfiguration) -> None:
+    """Delete an unreferenced configuration (PROTECT foreign keys refuse otherwise)."""
+    from django.db.models import ProtectedError
+
+    try:
+        config.delete()
+    except ProtectedError as exc:
+        raise ApplicationError(
+            "This configuration is referenced (by experiments or runs) and cannot be deleted.",
+            code="protected",
+            status_code=409,
+        ) from exc
+
+
+def _host_full_clean(host: GpuHost) -> None:
+    try:
+        host.full_clean()
+    except ValidationError as exc:
+        raise ApplicationError(
+            "The host is invalid.", fields={k: list(v) for k, v in exc.message_dict.items()}
+        ) from exc
+    if host.mode == GpuHost.Mode.ENDPOINT and not host.base_url:
+        raise ApplicationError(
+            "An endpoint host needs the URL of its running server.",
+            fields={"base_url": ["required when mode is endpoint"]},
+        )
+    _engines(host.engines)
+    _labels(host.labels)
+
+
+def _engines(engines: Any) -> None:
+    known = {value for value, _ in ENGINE_CHOICES}
+    problems: dict[str, list[str]] = {}
+    if not isinstance(engines, dict):
+        raise ApplicationError(
+            "Engines must map an engine to its installed versions.",
+            fields={"engines": ['must be an object such as {"vllm": ["0.30.0"]}']},
+        )
+    for engine, versions in engines.items():
+        if engine not in known:
+            problems[f"engines.{engine}"] = [f"unknown engine (one of {', '.join(sorted(known))})"]
+        elif not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+            problems[f"engines.{engine}"] = ["must be a list of version strings"]
+    if problems:
+        raise ApplicationError("The host's engines are invalid.", fields=problems)
+
+
+HOST_FIELDS = (
+    "mode",
+    "base_url",
+    "gpu_model",
+    "gpu_count",
+    "gpu_memory_gb",
+    "driver_version",
+    "cuda_version",
+    "engines",
+    "labels",
+    "offline",
+    "emulated",
+)
+
+
+@transaction.atomic
+def host_register(*, name: str, **fields: Any) -> GpuHost:
+    """Register a GPU host (no token yet: issue one with :func:`host_token_issue`)."""
+    unknown = sorted(set(fields) - set(HOST_FIELDS))
+    if unknown:
+        raise ApplicationError(
+            "Unknown host fields.", fields={key: ["unknown field"] for key in unknown}
+        )
+    if GpuHost.objects.filter(name=name).exists():
+        raise ApplicationError(
+            f"A host named {name!r} already exists.",
+            fields={"name": ["already registered"]},
+            code="conflict",
+            status_code=409,
+        )
+    host = GpuHost(name=name, **fields)
+    _host_full_clean(host)
+    host.save()
+    return host
+
+
+@transaction.atomic
+def host_update(*, host: GpuHost, **fields: Any) -> GpuHost:
+    unknown = sorted(set(fields) - set(HOST_FIELDS))
+    if unknown:
+        raise ApplicationError(
+            "Unknown host fields.", fields={key: ["unknown field"] for key in unknown}
+        )
+    for key, value in fields.items():
+        setattr(host, key, value)
+    _host_full_clean(host)
+    host.save()
+    return host
+
+
+@transaction.atomic
+def host_delete(*, host: GpuHost) -> None:
+    from django.db.models import ProtectedError
+
+    try:
+        host.delete()
+    except ProtectedError as exc:
+        raise ApplicationError(
+            "This host is referenced (by experiments or runs) and cannot be deleted.",
+            code="protected",
+            status_code=409,
+        ) from exc
+
+
+def host_token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@transaction.atomic
+def host_token_issue(*, host: GpuHost) -> str:
+    """Issue a fresh token for the host's agent, replacing any previous one. Shown once: only
+    its SHA-256 is stored."""
+    token = HOST_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    host.token_hash = host_token_hash(token)
+    host.token_prefix = token[:12]
+    host.token_issued_at = timezone.now()
+    host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
+    return token
+
+
+@transaction.atomic
+def host_token_revoke(*, host: GpuHost) -> None:
+    host.token_hash = None
+    host.token_prefix = ""
+    host.token_issued_at = None
+    host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
+
+
+@transaction.atomic
+def host_heartbeat_record(
+    *,
+    host: GpuHost,
+    health_status: str = GpuHost.Health.HEALTHY,
+    health_detail: str = "",
+    engines: Mapping[str, list[str]] | None = None,
+    at: datetime | None = None,
+) -> GpuHost:
+    """Record that the host's agent is alive (and, optionally, what it has installed)."""
+    host.last_heartbeat_at = at or timezone.now()
+    host.health_status = health_status
+    host.health_detail = health_detail[:500]
+    fields = ["last_heartbeat_at", "health_status", "health_detail", "updated_at"]
+    if engines is not None:
+        _engines(dict(engines))
+        host.engines = dict(engines)
+        fields.append("engines")
+    host.save(update_fields=fields)
+    return host

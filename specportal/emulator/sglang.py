@@ -1,0 +1,829 @@
+"""The SGLang flavor: ``sglang.launch_server`` flags, ``/generate``, OpenAI endpoints,
+``/get_server_info``, ``/flush_cache``, ``sglang:`` metrics (``--enable-metrics``), the decode log.
+
+Shapes follow ``reference/peer-formats.md`` §1: ``/generate`` streams ``data: {...}`` events whose
+``text`` and ``meta_info.completion_tokens`` are cumulative (deltas with
+``--incremental-streaming-output``), ``meta_info.spec_verify_ct`` counts verify forwards, and
+``/get_server_info`` reports the server arguments in force, including the speculative settings
+SGLang chooses itself, plus the server-lifetime ``internal_states[0].avg_spec_accept_length``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from specportal.emulator import exposition
+from specportal.emulator.engine import (
+    E2E_BUCKETS,
+    ITL_BUCKETS,
+    TTFT_BUCKETS,
+    EmulatedSequence,
+    Engine,
+    EngineConfig,
+    Sampling,
+    SpecConfig,
+)
+from specportal.emulator.httpserver import HttpConnection, Request, Response
+from specportal.emulator.options import EmuOptions
+from specportal.emulator.profiles import (
+    ACCEPTANCE_PROFILES,
+    AcceptanceProfile,
+    draft_cost,
+    draft_params,
+    kv_capacity_tokens,
+    method_family,
+)
+from specportal.emulator.requests import (
+    TOKENIZER,
+    BadRequest,
+    StreamSink,
+    category_for,
+    chat_prompt,
+    decoded_text,
+    float_field,
+    int_field,
+    make_sequence,
+    parse_json_body,
+    stop_field,
+)
+from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
+from specportal.emulator.vllm import ConfigError
+
+VERSIONS: Final = ("0.5.6",)
+PINNED_VERSION: Final = VERSIONS[0]
+_METHOD: Final = {
+    "EAGLE": "eagle",
+    "EAGLE3": "eagle3",
+    "NEXTN": "eagle",
+    "STANDALONE": "standalone",
+    "NGRAM": "ngram",
+    "DFLASH": "dflash",
+}
+
+
+def _auto_tree(algorithm: str, model: str) -> tuple[int, int, int]:
+    """SGLang's automatic (steps, top-k, draft tokens) when none of the three is given."""
+    lowered = model.lower()
+    if algorithm != "STANDALONE" and ("llama" in lowered or "grok" in lowered):
+        return 5, 4, 8
+    return 3, 1, 4
+
+
+def _tree_acceptance(profile: AcceptanceProfile, topk: int) -> AcceptanceProfile:
+    """A top-k tree offers k candidates per depth: acceptance 1 − (1 − α)^k per position."""
+    if topk <= 1:
+        return profile
+    base = {c: 1 - (1 - a) ** topk for c, a in profile.base.items()}
+    rates = tuple(1 - (1 - a) ** topk for a in profile.rates) if profile.rates else None
+    return dataclasses.replace(profile, base=base, rates=rates)
+
+
+def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
+    model = args.get("model_path")
+    if not model:
+        raise ConfigError(
+            "launch_server.py: error: the following arguments are required: --model-path"
+        )
+    served = args.get("served_model_name") or model
+    tp = int(args.get("tp_size") or 1)
+    dp = int(args.get("dp_size") or 1)
+    profile = emu.target_profile(model, tp)
+    algorithm = args.get("speculative_algorithm")
+    spec: SpecConfig | None = None
+    in_force: dict[str, Any] = {
+        "speculative_algorithm": algorithm,
+        "speculative_draft_model_path": args.get("speculative_draft_model_path"),
+        "speculative_num_steps": args.get("speculative_num_steps"),
+        "speculative_eagle_topk": args.get("speculative_eagle_topk"),
+        "speculative_num_draft_tokens": args.get("speculative_num_draft_tokens"),
+    }
+    startup: list[str] = []
+    d_params = 0.0
+    if algorithm:
+        algorithm = str(algorithm).upper()
+        method = _METHOD.get(algorithm, algorithm.lower())
+        draft_model = args.get("speculative_draft_model_path")
+        if algorithm in ("EAGLE", "EAGLE3", "STANDALONE") and not draft_model:
+            raise ConfigError(f"--speculative-draft-model-path is required for {algorithm}")
+        steps, topk, tokens = (
+            args.get("speculative_num_steps"),
+            args.get("speculative_eagle_topk"),
+            args.get("speculative_num_draft_tokens"),
+        )
+        if algorithm == "NGRAM":
+            steps = steps or 0
+            topk = topk or 1
+            tokens = tokens or 8
+            k = int(tokens) - 1
+        else:
+            if steps is None and topk is None and tokens is None:
+                steps, topk, tokens = _auto_tree(algorithm, model)
+            steps = int(steps if steps is not None else 3)
+            topk = int(topk if topk is not None else 1)
+            if topk == 1:
+                tokens = steps + 1
+            tokens = int(tokens if tokens is not None else steps + 1)
+            k = steps
+        in_force.update(
+            speculative_algorithm=algorithm,
+            speculative_num_steps=steps,
+            speculative_eagle_topk=topk,
+            speculative_num_draft_tokens=tokens,
+        )
+        family = method_family(method)
+        acceptance = _tree_acceptance(emu.acceptance_profile(family), int(topk))
+        cost = (
+            emu.draft_cost
+            if emu.draft_cost is not None
+            else draft_cost(method, profile, draft_model)
+        )
+        spec = SpecConfig(
+            method=method, num_speculative_tokens=k, draft_cost=cost, acceptance=acceptance
+        )
+        d_params = draft_params(method, profile, draft_model)
+    fraction = float(args.get("mem_fraction_static") or 0.88)
+    capacity = (
+        int(args.get("max_total_tokens") or 0)
+        or emu.kv_capacity_tokens
+        or kv_capacity_tokens(
+            profile,
+            gpu_memory_gib=emu.gpu_memory_gib,
+            memory_utilization=fraction,
+            draft_params_b=d_params,
+        )
+    )
+    context = int(args.get("context_length") or 32768)
+    engine = EngineConfig(
+        profile=profile,
+        kv_capacity_tokens=capacity,
+        max_num_seqs=int(args.get("max_running_requests") or 1024),
+        max_num_batched_tokens=int(args.get("chunked_prefill_size") or 8192),
+        max_model_len=context,
+        enable_prefix_caching=not args.get("disable_radix_cache"),
+        spec=spec,
+        seed=emu.seed ^ int(args.get("random_seed") or 0),
+        batch_flip_rate=emu.batch_flip_rate,
+        lossy_rate=emu.lossy_rate,
+    )
+    version = emu.version or PINNED_VERSION
+    if version not in VERSIONS:
+        raise ConfigError(
+            f"--emu-version {version!r}: the SGLang flavor emulates {', '.join(VERSIONS)}"
+        )
+    settings = {
+        "model_path": model,
+        "tokenizer_path": args.get("tokenizer_path") or model,
+        "served_model_name": served,
+        "tp_size": tp,
+        "dp_size": dp,
+        "context_length": context,
+        "mem_fraction_static": fraction,
+        "max_running_requests": engine.max_num_seqs,
+        "max_total_tokens": capacity,
+        "chunked_prefill_size": engine.max_num_batched_tokens,
+        "disable_radix_cache": bool(args.get("disable_radix_cache")),
+        "random_seed": args.get("random_seed"),
+        "enable_metrics": bool(args.get("enable_metrics")),
+        "decode_log_interval": int(args.get("decode_log_interval") or 40),
+        "incremental_streaming_output": bool(args.get("incremental_streaming_output")),
+        "host": args.get("host") or "127.0.0.1",
+        "port": int(args.get("port") or 30000),
+        **in_force,
+    }
+    return EmulatorConfig(
+        flavor="sglang",
+        version=version,
+        model=model,
+        served_model_names=[served],
+        engine=engine,
+        host=settings["host"],
+        port=settings["port"],
+        data_parallel_size=dp,
+        time_scale=emu.time_scale,
+        seed=emu.seed,
+        startup_delay=emu.startup_delay,
+        faults=emu.faults,
+        api_key=args.get("api_key"),
+        enable_metrics=bool(args.get("enable_metrics")),
+        log_stats_interval=0.0,
+        expose_stats=emu.stats,
+        settings=settings,
+        startup_log=startup,
+    )
+
+
+def _json(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _finish(seq: EmulatedSequence) -> dict[str, Any] | None:
+    if seq.finish_reason is None:
+        return None
+    if seq.finish_reason == "length":
+        return {"type": "length", "length": len(seq.output)}
+    if seq.finish_reason == "abort":
+        return {"type": "abort", "message": "aborted"}
+    if seq.stop_reason is not None:
+        return {"type": "stop", "matched": seq.stop_reason}
+    return {"type": "stop", "matched": TOKENIZER.eos_id}
+
+
+class GenerateSink(StreamSink):
+    """Native ``/generate``: cumulative text and ``meta_info`` per event."""
+
+    def __init__(
+        self,
+        server: EmulatorServer,
+        conn: HttpConnection,
+        index: int,
+        *,
+        stream: bool,
+        incremental: bool,
+    ) -> None:
+        super().__init__(server, conn, index)
+        self.streaming = stream
+        self.incremental = incremental
+        self.rid = secrets.token_hex(16)
+        self.sent_ids = 0
+        self.sent_text = 0
+        self.spec = server.config.engine.spec is not None
+
+    def _object(self, seq: EmulatedSequence, now_final: bool) -> dict[str, Any]:
+        text = decoded_text(seq) if now_final else TOKENIZER.decode(seq.output)
+        ids = seq.output
+        if self.incremental:
+            text_out, ids_out = text[self.sent_text :], ids[self.sent_ids :]
+            self.sent_text, self.sent_ids = len(text), len(ids)
+        else:
+            text_out, ids_out = text, list(ids)
+        meta: dict[str, Any] = {
+            "id": self.rid,
+            "finish_reason": _finish(seq),
+            "prompt_tokens": seq.prompt_len,
+            "completion_tokens": len(seq.output),
+            "cached_tokens": seq.cached_tokens,
+        }
+        if self.spec:
+            meta["spec_verify_ct"] = seq.verify_steps
+            if seq.verify_steps:
+                meta["spec_accept_length"] = len(seq.output) / seq.verify_steps
+        if seq.finished and seq.last_token_time is not None:
+            meta["e2e_latency"] = seq.last_token_time - seq.arrival
+        return {"text": text_out, "output_ids": ids_out, "meta_info": meta, "index": 0}
+
+    def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
+        return b"data: " + _json(self._object(seq, final)) + b"\n\n"
+
+    def tail(self, seq: EmulatedSequence) -> bytes:
+        return b"data: [DONE]\n\n"
+
+    def error_event(self, message: str) -> bytes:
+        return b"data: " + _json({"error": {"message": message}}) + b"\n\ndata: [DONE]\n\n"
+
+    def response(self, seq: EmulatedSequence) -> Response:
+        return Response(200, _json(self._object(seq, True)))
+
+
+class OpenAISink(StreamSink):
+    """SGLang's OpenAI-compatible chunks (``matched_stop``; role chunk first for chat)."""
+
+    def __init__(
+        self,
+        server: EmulatorServer,
+        conn: HttpConnection,
+        index: int,
+        *,
+        chat: bool,
+        model: str,
+        stream: bool,
+        include_usage: bool,
+        continuous: bool,
+    ) -> None:
+        super().__init__(server, conn, index)
+        self.streaming = stream
+        self.chat = chat
+        self.model = model
+        self.include_usage = include_usage
+        self.continuous = include_usage and continuous
+        self.id = secrets.token_hex(16)
+        self.created = int(time.time())
+        self.sent_text = 0
+        self.role_sent = False
+
+    def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
+        done = len(seq.output)
+        return {
+            "prompt_tokens": seq.prompt_len,
+            "total_tokens": seq.prompt_len + done,
+            "completion_tokens": done,
+            "prompt_tokens_details": None,
+            "reasoning_tokens": 0,
+        }
+
+    def _chunk(self, choice: dict[str, Any], usage: dict[str, Any] | None) -> bytes:
+        obj = "chat.completion.chunk" if self.chat else "text_completion"
+        body = {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage,
+        }
+        return b"data: " + _json(body) + b"\n\n"
+
+    def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
+        text = decoded_text(seq) if final else TOKENIZER.decode(seq.output)
+        piece, self.sent_text = text[self.sent_text :], len(text)
+        finish = seq.finish_reason if final else None
+        matched = seq.stop_reason if final else None
+        usage = self._usage(seq) if self.continuous else None
+        out = b""
+        if self.chat:
+            if not self.role_sent:
+                self.role_sent = True
+                out += self._chunk(
+                    {
+                        "index": 0,
+                        "delta": {
+                            "role": "assistant",
+                            "content": "",
+                            "reasoning_content": None,
+                            "tool_calls": None,
+                        },
+                        "logprobs": None,
+                        "finish_reason": None,
+                        "matched_stop": None,
+                    },
+                    None,
+                )
+            delta = {"role": None, "content": piece, "reasoning_content": None, "tool_calls": None}
+            return out + self._chunk(
+                {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "matched_stop": matched,
+                },
+                usage,
+            )
+        return self._chunk(
+            {
+                "index": 0,
+                "text": piece,
+                "logprobs": None,
+                "finish_reason": finish,
+                "matched_stop": matched,
+            },
+            usage,
+        )
+
+    def tail(self, seq: EmulatedSequence) -> bytes:
+        out = b""
+        if self.include_usage:
+            obj = "chat.completion.chunk" if self.chat else "text_completion"
+            body = {
+                "id": self.id,
+                "object": obj,
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": self._usage(seq),
+            }
+            out = b"data: " + _json(body) + b"\n\n"
+        return out + b"data: [DONE]\n\n"
+
+    def error_event(self, message: str) -> bytes:
+        body = {
+            "object": "error",
+            "message": message,
+            "type": "InternalServerError",
+            "param": None,
+            "code": 500,
+        }
+        return b"data: " + _json(body) + b"\n\ndata: [DONE]\n\n"
+
+    def response(self, seq: EmulatedSequence) -> Response:
+        text = decoded_text(seq)
+        choice: dict[str, Any]
+        if self.chat:
+            choice = {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "reasoning_content": None,
+                    "tool_calls": None,
+                },
+                "logprobs": None,
+                "finish_reason": seq.finish_reason,
+                "matched_stop": seq.stop_reason,
+            }
+            obj = "chat.completion"
+        else:
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": seq.finish_reason,
+                "matched_stop": seq.stop_reason,
+            }
+            obj = "text_completion"
+        body = {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self._usage(seq),
+        }
+        return Response(200, _json(body))
+
+
+def _openai_error(exc: BadRequest) -> Response:
+    return Response(
+        exc.status,
+        _json(
+            {
+                "object": "error",
+                "message": str(exc),
+                "type": exc.kind,
+                "param": exc.param,
+                "code": exc.status,
+            }
+        ),
+    )
+
+
+class SglangApp:
+    server_header = "uvicorn"
+
+    def __init__(self, server: EmulatorServer) -> None:
+        self.server = server
+        self.config = server.config
+        self.created = int(time.time())
+        # Server-lifetime speculation totals (internal_states) and the decode-log interval.
+        self.decode_steps = 0
+        self._interval = [0, 0, 0]  # verify forwards, emitted tokens, accepted drafts
+        self._interval_started = time.monotonic()
+        server.on_step_hooks.append(self._on_step)
+
+    def handle(self, request: Request) -> Response | None:
+        route = (request.method, request.path)
+        if (
+            self.config.api_key
+            and request.path not in ("/health", "/health_generate")
+            and request.headers.get("authorization") != f"Bearer {self.config.api_key}"
+        ):
+            return Response(401, _json({"error": "Unauthorized"}))
+        try:
+            if route == ("GET", "/health") or route == ("GET", "/health_generate"):
+                return Response(200, b"", "")
+            if route in (("GET", "/get_server_info"), ("GET", "/server_info")):
+                return Response(200, _json(self.server_info()))
+            if route == ("GET", "/get_model_info"):
+                return Response(
+                    200,
+                    _json(
+                        {
+                            "model_path": self.config.model,
+                            "tokenizer_path": self.config.model,
+                            "is_generation": True,
+                        }
+                    ),
+                )
+            if route == ("GET", "/v1/models"):
+                data = [
+                    {
+                        "id": n,
+                        "object": "model",
+                        "created": self.created,
+                        "owned_by": "sglang",
+                        "root": self.config.model,
+                        "max_model_len": self.config.engine.max_model_len,
+                    }
+                    for n in self.config.served_model_names
+                ]
+                return Response(200, _json({"object": "list", "data": data}))
+            if route in (("POST", "/flush_cache"), ("GET", "/flush_cache")):
+                busy = any(e.load for e in self.server.engines)
+                if not busy:
+                    for engine in self.server.engines:
+                        engine.reset_prefix_cache()
+                return Response(
+                    200 if not busy else 400,
+                    b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+                    "text/plain; charset=utf-8",
+                )
+            if route == ("GET", "/metrics") and self.config.enable_metrics:
+                return Response(200, self.metrics(), exposition.CONTENT_TYPE)
+            if route == ("POST", "/generate"):
+                return self._generate(request)
+            if route == ("POST", "/v1/completions"):
+                return self._openai(request, chat=False)
+            if route == ("POST", "/v1/chat/completions"):
+                return self._openai(request, chat=True)
+            if route == ("GET", "/emu/stats") and self.config.expose_stats:
+                return Response(200, self.server.stats_json())
+        except BadRequest as exc:
+            if request.path.startswith("/v1/"):
+                return _openai_error(exc)
+            return Response(exc.status, _json({"error": {"message": str(exc)}}))
+        return Response(404, b'{"detail":"Not Found"}')
+
+    # --- endpoints ----------------------------------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        states: list[dict[str, Any]] = []
+        for engine in self.server.engines:
+            state: dict[str, Any] = {
+                "last_gen_throughput": 0.0,
+                "memory_usage": {"kvcache": engine.kv_usage},
+                "load": engine.load,
+            }
+            stats = engine.stats
+            if self.config.engine.spec is not None and stats.num_drafts:
+                state["avg_spec_accept_length"] = (
+                    stats.num_accepted_tokens + stats.num_drafts
+                ) / stats.num_drafts
+            states.append(state)
+        return {**self.config.settings, "internal_states": states, "version": self.config.version}
+
+    def _check_faults(self, index: int) -> Response | None:
+        faults = self.config.faults
+        if faults.fail_mode == "http" and faults.picks(
+            self.config.seed, index, 11, faults.fail_fraction
+        ):
+            self.server.finished()
+            return Response(
+                500,
+                _json(
+                    {
+                        "object": "error",
+                        "message": "Emulated fault: the engine failed.",
+                        "type": "InternalServerError",
+                        "param": None,
+                        "code": 500,
+                    }
+                ),
+            )
+        return None
+
+    def _sampling(
+        self,
+        params: dict[str, Any],
+        max_default: int,
+        prompt_len: int,
+        name: str = "max_new_tokens",
+    ) -> Sampling:
+        max_tokens = int_field(params, name, max_default)
+        if max_tokens is None:
+            max_tokens = self.config.engine.max_model_len - prompt_len
+        if max_tokens < 0:
+            raise BadRequest(f"{name} must be at least 0, got {max_tokens}.")
+        limit = self.config.engine.max_model_len
+        if prompt_len + max_tokens > limit or prompt_len >= limit:
+            raise BadRequest(
+                f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
+                f"You requested a total of {prompt_len + max_tokens} tokens: {prompt_len} tokens from the input messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."
+            )
+        return Sampling(
+            max_tokens=max(1, max_tokens),
+            ignore_eos=bool(params.get("ignore_eos", False)),
+            temperature=float_field(params, "temperature", 1.0),
+            seed=int_field(params, "sampling_seed", None)
+            if "sampling_seed" in params
+            else int_field(params, "seed", None),
+            stop=stop_field(params),
+            min_tokens=int_field(params, "min_new_tokens", 0) or 0,
+        )
+
+    def _generate(self, request: Request) -> Response | None:
+        data = parse_json_body(request.body)
+        text = data.get("text")
+        ids = data.get("input_ids")
+        if text is None and ids is None:
+            raise BadRequest("Either text or input_ids should be provided.")
+        prompt_ids = list(ids) if isinstance(ids, list) else None
+        prompt = str(text) if text is not None else None
+        n = len(prompt_ids) if prompt_ids is not None else TOKENIZER.count(prompt or "")
+        params = data.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            raise BadRequest("sampling_params must be an object")
+        sampling = self._sampling(params, 128, n)
+        index = self.server.next_index()
+        failed = self._check_faults(index)
+        if failed is not None:
+            return failed
+        sink = GenerateSink(
+            self.server,
+            request.connection,
+            index,
+            stream=bool(data.get("stream")),
+            incremental=bool(self.config.settings.get("incremental_streaming_output")),
+        )
+        seq = make_sequence(
+            self.server,
+            request_id=sink.rid,
+            prompt=prompt,
+            prompt_ids=prompt_ids,
+            category=category_for(request.headers, prompt or ""),
+            sampling=sampling,
+            sink=sink,
+        )
+        sink.attach(seq)
+        return None
+
+    def _openai(self, request: Request, *, chat: bool) -> Response | None:
+        data = parse_json_body(request.body)
+        model = data.get("model")
+        if model is not None and model not in self.config.served_model_names:
+            exc = BadRequest(f"The model `{model}` does not exist.", 404, "NotFoundError")
+            exc.param = "model"
+            raise exc
+        prompt = chat_prompt(data.get("messages")) if chat else data.get("prompt")
+        if not isinstance(prompt, str):
+            raise BadRequest("prompt must be a string")
+        n = TOKENIZER.count(prompt)
+        name = "max_completion_tokens" if chat and "max_completion_tokens" in data else "max_tokens"
+        sampling = self._sampling(data, None if chat else 16, n, name)  # type: ignore[arg-type]
+        index = self.server.next_index()
+        failed = self._check_faults(index)
+        if failed is not None:
+            return failed
+        options = data.get("stream_options") or {}
+        stream = bool(data.get("stream"))
+        sink = OpenAISink(
+            self.server,
+            request.connection,
+            index,
+            chat=chat,
+            model=str(model or self.config.model_name),
+            stream=stream,
+            include_usage=stream and bool(options.get("include_usage")),
+            continuous=bool(options.get("continuous_usage_stats")),
+        )
+        seq = make_sequence(
+            self.server,
+            request_id=sink.id,
+            prompt=prompt,
+            prompt_ids=None,
+            category=category_for(request.headers, prompt),
+            sampling=sampling,
+            sink=sink,
+        )
+        sink.attach(seq)
+        return None
+
+    # --- metrics and the decode log -----------------------------------------------------------
+
+    def _on_step(self, engine: Engine) -> None:
+        self.decode_steps += 1
+        interval = int(self.config.settings.get("decode_log_interval") or 40)
+        if self.decode_steps % interval:
+            return
+        stats = engine.stats
+        forwards = stats.num_drafts - self._interval[0]
+        accepted = stats.num_accepted_tokens - self._interval[2]
+        now = time.monotonic()
+        generated = stats.generation_tokens - self._interval[1]
+        throughput = generated / max(1e-9, now - self._interval_started)
+        self._interval = [stats.num_drafts, stats.generation_tokens, stats.num_accepted_tokens]
+        self._interval_started = now
+        if engine.gauge_running == 0:
+            return
+        spec = self.config.engine.spec
+        tokens = self.config.engine.kv_capacity_tokens - engine.free_blocks * 16
+        parts = [
+            f"Decode batch, #running-req: {engine.gauge_running}",
+            f"#token: {max(0, tokens)}",
+            f"token usage: {engine.kv_usage:.2f}",
+        ]
+        if spec is not None and forwards:
+            accept_len = (accepted + forwards) / forwards
+            width = max(1, int(self.config.settings.get("speculative_num_draft_tokens") or 2) - 1)
+            parts.append(f"accept len: {accept_len:.2f}")
+            parts.append(f"accept rate: {accepted / (forwards * width):.2f}")
+        parts += [
+            "cuda graph: True",
+            f"gen throughput (token/s): {throughput:.2f}",
+            f"#queue-req: {engine.gauge_waiting}",
+        ]
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        log(f"[{stamp}] " + ", ".join(parts))
+
+    def metrics(self) -> bytes:
+        engines = self.server.engines
+        model = self.config.model_name
+        spec = self.config.engine.spec
+
+        def build(b: exposition.Builder) -> None:
+            lab = ("model_name",)
+            rows = [(model,)]
+
+            def total(attr: str) -> float:
+                return float(sum(getattr(e, attr) for e in engines))
+
+            b.gauge(
+                "sglang:num_running_reqs",
+                "The number of running requests.",
+                lab,
+                [(rows[0], total("num_running"))],
+            )
+            b.gauge(
+                "sglang:num_queue_reqs",
+                "The number of requests in the waiting queue.",
+                lab,
+                [(rows[0], total("num_waiting"))],
+            )
+            b.gauge(
+                "sglang:token_usage",
+                "The token usage.",
+                lab,
+                [(rows[0], max(e.kv_usage for e in engines))],
+            )
+            hits = sum(e.stats.prefix_cache_hits for e in engines)
+            queries = sum(e.stats.prefix_cache_queries for e in engines)
+            b.gauge(
+                "sglang:cache_hit_rate",
+                "The prefix cache hit rate.",
+                lab,
+                [(rows[0], hits / queries if queries else 0.0)],
+            )
+            b.gauge(
+                "sglang:gen_throughput",
+                "The generation throughput (token/s).",
+                lab,
+                [(rows[0], 0.0)],
+            )
+            if spec is not None:
+                drafts = sum(e.stats.num_drafts for e in engines)
+                accepted = sum(e.stats.num_accepted_tokens for e in engines)
+                draft_tokens = sum(e.stats.num_draft_tokens for e in engines)
+                b.gauge(
+                    "sglang:spec_accept_length",
+                    "The average acceptance length of speculative decoding.",
+                    lab,
+                    [(rows[0], (accepted + drafts) / drafts if drafts else 0.0)],
+                )
+                b.gauge(
+                    "sglang:spec_accept_rate",
+                    "The average acceptance rate of speculative decoding.",
+                    lab,
+                    [(rows[0], accepted / draft_tokens if draft_tokens else 0.0)],
+                )
+            b.counter(
+                "sglang:prompt_tokens",
+                "Number of prefill tokens processed.",
+                lab,
+                [(rows[0], sum(e.stats.prompt_tokens for e in engines))],
+            )
+            b.counter(
+                "sglang:generation_tokens",
+                "Number of generation tokens processed.",
+                lab,
+                [(rows[0], sum(e.stats.generation_tokens for e in engines))],
+            )
+            for name, doc, bounds, attr in (
+                (
+                    "sglang:time_to_first_token_seconds",
+                    "Histogram of time to first token in seconds.",
+                    TTFT_BUCKETS,
+                    "ttft",
+                ),
+                (
+                    "sglang:inter_token_latency_seconds",
+                    "Histogram of inter-token latency in seconds.",
+                    ITL_BUCKETS,
+                    "itl",
+                ),
+                (
+                    "sglang:e2e_request_latency_seconds",
+                    "Histogram of End-to-end request latency in seconds",
+                    E2E_BUCKETS,
+                    "e2e",
+                ),
+            ):
+                counts = [0] * (len(bounds) + 1)
+                sums = 0.0
+                for e in engines:
+                    h = getattr(e.stats, attr)
+                    counts = [a + c for a, c in zip(counts, h.cumulative(), strict=True)]
+                    sums += h.total
+                b.histogram(name, doc, lab, [(rows[0], bounds, counts, sums)])
+
+        return exposition.render(self.server.started_unix, build)
+
+
+def make_app(server: EmulatorServer) -> SglangApp:
+    return SglangApp(server)
+
+
+__all__ = ["ACCEPTANCE_PROFILES", "build_config", "make_app"]

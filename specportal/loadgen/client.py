@@ -1,0 +1,125 @@
+"""The streaming client: one request, timed with as little work as possible on the loop.
+
+aiohttp on the streaming path (``benchmarks/loadgen_http_clients.py`` measured httpx at 3–5× the
+CPU per network read and half the chunks/s at 128 streams on this machine); httpx stays the
+client for control calls (preflight, ``/metrics``). While a response streams, the loop only stamps
+``time.perf_counter()`` after each read and keeps the bytes; events are split and parsed once the
+response is over (``sse.split_events``, ``endpoints.parse_stream``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+
+from specportal.loadgen.endpoints import EndpointKind, parse_stream
+from specportal.loadgen.records import RequestRecord
+from specportal.loadgen.sse import split_events
+
+_ERROR_BODY_LIMIT = 500
+
+
+async def stream_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    kind: EndpointKind,
+    record: RequestRecord,
+    t0: float,
+) -> None:
+    """Send ``body``, read the stream, and fill ``record`` (never raises except cancellation)."""
+    times: list[float] = []
+    reads: list[bytes] = []
+    perf = time.perf_counter
+    record.sent = perf() - t0
+    try:
+        async with session.post(url, data=body, headers=headers) as resp:
+            record.http_status = resp.status
+            if resp.status != 200:
+                raw = await resp.content.read(_ERROR_BODY_LIMIT)
+                detail = raw.decode("utf-8", errors="replace").strip()
+                record.error_kind = "http_status"
+                record.error_message = f"HTTP {resp.status} {resp.reason or ''}".strip() + (
+                    f": {detail}" if detail else ""
+                )
+                return
+            readany = resp.content.readany
+            while True:
+                data = await readany()
+                if not data:
+                    break
+                times.append(perf())
+                reads.append(data)
+    except asyncio.CancelledError:
+        record.error_kind = "cancelled"
+        record.error_message = "interrupted while in flight"
+        _finish(record, kind, times, reads, t0)
+        raise
+    except aiohttp.ClientConnectorError as exc:
+        record.error_kind = "connection_refused"
+        record.error_message = f"cannot connect to {url}: {exc.os_error or exc}"
+    except (
+        aiohttp.ClientPayloadError,
+        aiohttp.ServerDisconnectedError,
+        aiohttp.ClientOSError,
+    ) as exc:
+        record.error_kind = "connection_dropped"
+        record.error_message = f"connection dropped: {type(exc).__name__}: {exc}"
+    except TimeoutError:
+        record.error_kind = "timeout"
+        record.error_message = "request timed out"
+    except Exception as exc:  # the record says what happened; the run goes on
+        record.error_kind = "client_error"
+        record.error_message = f"{type(exc).__name__}: {exc}"
+    _finish(record, kind, times, reads, t0)
+
+
+def _finish(
+    record: RequestRecord, kind: EndpointKind, times: list[float], reads: list[bytes], t0: float
+) -> None:
+    record.read_count = len(reads)
+    if reads:
+        record.done_time = times[-1] - t0
+    if record.error_kind == "http_status":
+        return
+    events, tail = split_events([t - t0 for t in times], reads)
+    parsed = parse_stream(kind, events)
+    record.chunk_times = parsed.chunk_times
+    record.chunk_tokens = parsed.chunk_tokens
+    record.output_tokens = parsed.output_tokens
+    record.prompt_tokens = parsed.prompt_tokens if parsed.prompt_tokens is not None else None
+    record.usage = parsed.usage
+    record.finish_reason = parsed.finish_reason
+    record.meta_info = parsed.meta_info
+    record.timings = parsed.timings
+    record.set_text(parsed.text)
+    if record.error_kind is not None:
+        return
+    if parsed.error_message is not None:
+        record.error_kind = "server_error_event"
+        record.error_message = parsed.error_message
+    elif not parsed.chunk_times:
+        record.error_kind = "no_chunks"
+        record.error_message = "never received a valid chunk"
+    elif not (parsed.done or parsed.finish_reason):
+        record.error_kind = "incomplete_stream"
+        record.error_message = "the stream ended without a finish reason or end marker" + (
+            f" ({len(tail)} unterminated bytes)" if tail.strip() else ""
+        )
+    else:
+        record.success = True
+
+
+def request_headers(
+    base: dict[str, str], request_id: str, category: str | None, send_category: bool
+) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json", **base, "x-request-id": request_id}
+    if send_category and category:
+        from specportal.workload.categories import CATEGORY_HEADER
+
+        headers[CATEGORY_HEADER] = category
+    return headers

@@ -1,0 +1,153 @@
+"""``Result``: one run, as the versioned JSON document described in ``SCHEMA.md``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specportal import metrics
+from specportal.loadgen.config import BenchConfig
+from specportal.loadgen.records import RequestRecord
+
+SCHEMA_NAME = "specportal.loadgen.result"
+SCHEMA_VERSION = 1
+
+
+def _finite(obj: Any) -> Any:
+    """JSON without NaN/Infinity: non-finite floats become ``null`` (``"inf"`` for a rate)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def outcome_counts(records: Sequence[RequestRecord], ignore_eos: bool) -> dict[str, Any]:
+    """Finish reasons, error kinds and truncations (``length`` finishes without ``ignore_eos``)."""
+    finish = Counter(r.finish_reason or "unknown" for r in records if r.success)
+    errors = Counter(r.error_kind or "unknown" for r in records if not r.success)
+    return {
+        "finish_reasons": dict(finish),
+        "error_kinds": dict(errors),
+        "truncated": 0 if ignore_eos else finish.get("length", 0),
+        "not_sent": errors.get("not_sent", 0),
+    }
+
+
+def summarize_records(
+    records: Sequence[RequestRecord], duration: float, config: BenchConfig
+) -> dict[str, Any]:
+    options = metrics.SummaryOptions(
+        percentiles=tuple(sorted({*config.percentiles, *config.metric_percentiles})),
+        goodput=metrics.parse_goodput(f"{k}:{v}" for k, v in config.goodput_ms.items())
+        if config.goodput_ms
+        else None,
+        method=config.percentile_method,
+    )
+    summary = dict(metrics.summarize(records, duration, options))
+    summary.update(outcome_counts(records, config.ignore_eos))
+    return summary
+
+
+@dataclass
+class Result:
+    config: BenchConfig
+    requests: list[RequestRecord]
+    summary: dict[str, Any]
+    warmup_requests: list[RequestRecord] = field(default_factory=list)
+    acceptance: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+    client_health: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True
+    incomplete_reason: str | None = None
+    model_id: str | None = None
+    started_at: str | None = None  # UTC, ISO 8601
+    finished_at: str | None = None
+    t0_epoch: float | None = None  # wall-clock time of t0 (the start of dispatch)
+    duration: float = 0.0
+    specportal_version: str | None = None
+    source: str = "specportal"  # or "vllm-bench-serve" for an imported file
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _finite(
+            {
+                "schema": SCHEMA_NAME,
+                "schema_version": SCHEMA_VERSION,
+                "source": self.source,
+                "specportal_version": self.specportal_version,
+                "complete": self.complete,
+                "incomplete_reason": self.incomplete_reason,
+                "started_at": self.started_at,
+                "finished_at": self.finished_at,
+                "t0_epoch": self.t0_epoch,
+                "duration": self.duration,
+                "model_id": self.model_id,
+                "config": self.config.to_dict(),
+                "summary": self.summary,
+                "acceptance": self.acceptance,
+                "client_health": self.client_health,
+                "server": self.server,
+                "requests": [r.to_dict() for r in self.requests],
+                "warmup_requests": [r.to_dict() for r in self.warmup_requests],
+            }
+        )
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        if data.get("schema") != SCHEMA_NAME:
+            raise ValueError(
+                f"not a SpecPortal load-generator result (schema {data.get('schema')!r})"
+            )
+        version = data.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise ValueError(f"unsupported result schema version {version!r}")
+        return cls(
+            config=BenchConfig.from_dict(data["config"]),
+            requests=[RequestRecord.from_dict(r) for r in data["requests"]],
+            summary=data["summary"],
+            warmup_requests=[RequestRecord.from_dict(r) for r in data.get("warmup_requests", [])],
+            acceptance=data.get("acceptance", {}),
+            server=data.get("server", {}),
+            client_health=data.get("client_health", {}),
+            complete=data.get("complete", True),
+            incomplete_reason=data.get("incomplete_reason"),
+            model_id=data.get("model_id"),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+            t0_epoch=data.get("t0_epoch"),
+            duration=data.get("duration", 0.0),
+            specportal_version=data.get("specportal_version"),
+            source=data.get("source", "specportal"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Result:
+        return cls.from_dict(json.loads(text))
+
+    def write(self, path: str | Path) -> Path:
+        """Write the JSON (gzip when the name ends in ``.gz``)."""
+        target = Path(path)
+        payload = self.to_json().encode("utf-8")
+        if target.suffix == ".gz":
+            payload = gzip.compress(payload)
+        target.write_bytes(payload)
+        return target
+
+    @classmethod
+    def read(cls, path: str | Path) -> Result:
+        raw = Path(path).read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return cls.from_json(raw)

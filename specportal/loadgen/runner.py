@@ -1,0 +1,527 @@
+"""``run_benchmark``: preflight, warmup, dispatch on the arrival schedule, scrape, summarise.
+
+Flow (as ``vllm bench serve``): preflight (``GET /health``, ``GET /v1/models``; never a generation,
+which would warm a cache) → warmup requests (kept apart, excluded from the summary) → ``/metrics``
+"before" scrape → ``t0`` → requests released on the schedule, each waiting for a concurrency slot
+when capped → all done → ``duration`` → "after" scrape → parse → summary.
+
+Stopping early keeps what was measured: a stop request (Ctrl-C, or ``stop`` set by an agent's
+cancel flag), an unreachable server (a refused connection after preflight passed) or the first
+few requests failing identically (a wrong endpoint) cancel what is in flight, record unsent
+requests as failed with the reason, and mark the result incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import os
+import platform
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import httpx
+import numpy as np
+
+from specportal import __version__
+from specportal.loadgen import acceptance as acc
+from specportal.loadgen.arrivals import schedule, schedule_for_duration
+from specportal.loadgen.client import request_headers, stream_request
+from specportal.loadgen.config import BenchConfig
+from specportal.loadgen.endpoints import RequestSpec, build_body
+from specportal.loadgen.records import RequestRecord
+from specportal.loadgen.result import Result, summarize_records
+from specportal.loadgen.scrape import MetricsScraper, parse_scrapes
+from specportal.workload.items import WorkItem
+
+ProgressCallback = Callable[[int, int | None], None]
+
+LAG_INTERVAL = 0.01  # the event-loop lag probe's period (s)
+FELL_BEHIND_SEND_LATENESS = 0.005  # p99 send lateness above this says the client fell behind
+FELL_BEHIND_LOOP_LAG = 0.020
+
+
+class PreflightError(RuntimeError):
+    """The server cannot be used (unreachable, unhealthy, or no model to name)."""
+
+
+class BenchAborted(RuntimeError):
+    """The run stopped itself (wrong endpoint); ``result`` holds what was measured."""
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def auth_headers(config: BenchConfig) -> dict[str, str]:
+    headers = dict(config.headers)
+    key = os.environ.get("OPENAI_API_KEY")
+    if key and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def preflight(config: BenchConfig, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET /health`` then ``GET /v1/models``; raises ``PreflightError`` with one line."""
+    base = config.base_url.rstrip("/")
+    info: dict[str, Any] = {}
+    with httpx.Client(timeout=10.0, headers=headers) as client:
+        try:
+            health = client.get(base + "/health")
+        except httpx.HTTPError as exc:
+            raise PreflightError(f"cannot reach {base}: {type(exc).__name__}: {exc}") from None
+        info["health_status"] = health.status_code
+        if health.status_code >= 500:
+            raise PreflightError(f"{base}/health answered HTTP {health.status_code}: not ready")
+        try:
+            models = client.get(base + "/v1/models")
+        except httpx.HTTPError as exc:
+            raise PreflightError(f"cannot reach {base}/v1/models: {exc}") from None
+        info["models_status"] = models.status_code
+        if models.status_code == 200:
+            with contextlib.suppress(ValueError, KeyError, TypeError, IndexError):
+                data = models.json()["data"]
+                info["models"] = [m.get("id") for m in data]
+                info["model_root"] = data[0].get("root")
+    needs_model = config.endpoint_kind.startswith(("openai", "llamacpp-openai"))
+    if config.request_model is None and needs_model and not info.get("models"):
+        raise PreflightError(
+            f"no --model given and {base}/v1/models lists none (HTTP {info['models_status']})"
+        )
+    return info
+
+
+class _Monitor:
+    """Event-loop lag: how late a periodic timer wakes (a busy loop delays every timestamp)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        perf = time.perf_counter
+        while True:
+            expected = perf() + LAG_INTERVAL
+            await asyncio.sleep(LAG_INTERVAL)
+            self.lags.append(max(0.0, perf() - expected))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _stats_ms(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean_ms": None, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    arr = np.asarray(values) * 1000
+    return {
+        "mean_ms": float(arr.mean()),
+        "p50_ms": float(np.percentile(arr, 50)),
+        "p99_ms": float(np.percentile(arr, 99)),
+        "max_ms": float(arr.max()),
+    }
+
+
+def client_health(records: list[RequestRecord], lags: list[float]) -> dict[str, Any]:
+    lateness = [
+        v for r in records if r.error_kind != "not_sent" if (v := r.send_lateness) is not None
+    ]
+    late = _stats_ms(lateness)
+    lag = _stats_ms(lags)
+    reasons = []
+    if late["p99_ms"] is not None and late["p99_ms"] > FELL_BEHIND_SEND_LATENESS * 1000:
+        reasons.append(f"p99 send lateness {late['p99_ms']:.1f} ms")
+    if lag["p99_ms"] is not None and lag["p99_ms"] > FELL_BEHIND_LOOP_LAG * 1000:
+        reasons.append(f"p99 event-loop lag {lag['p99_ms']:.1f} ms")
+    return {
+        "send_lateness": late,
+        "event_loop_lag": {**lag, "samples": len(lags), "interval_ms": LAG_INTERVAL * 1000},
+        "fell_behind": bool(reasons),
+        "fell_behind_reasons": reasons,
+    }
+
+
+def build_workload(config: BenchConfig) -> list[WorkItem]:
+    from pathlib import Path
+
+    from specportal.workload import datasets, synthetic
+
+    wl = config.workload
+    n = config.num_prompts if config.duration is None else max(config.num_prompts, 1)
+    if wl.dataset_name == "random":
+        return synthetic.synthetic_workload(
+            n,
+            input_len=wl.input_len,
+            output_len=wl.output_len or synthetic.DEFAULT_OUTPUT_LEN,
+            range_ratio=wl.range_ratio,
+            seed=config.seed,
+            category=wl.category,
+        )
+    if wl.dataset_name == "bundled":
+        items = datasets.load_bundled(wl.category, wl.output_len)
+    else:
+        if not wl.dataset_path:
+            raise datasets.DatasetError(f"--dataset-name {wl.dataset_name} needs --dataset-path")
+        path = Path(wl.dataset_path)
+        loader = {
+            "jsonl": datasets.load_jsonl,
+            "sharegpt": datasets.load_sharegpt,
+            "mt-bench": datasets.load_mt_bench,
+        }[wl.dataset_name]
+        items = loader(path, wl.output_len)
+    # vLLM samples with the seed and oversamples when the file is short.
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(len(items))
+    picked = [items[int(i)] for i in order]
+    while len(picked) < n:
+        picked.extend(items[int(i)] for i in rng.permutation(len(items)))
+    return picked[:n]
+
+
+class _Run:
+    def __init__(
+        self,
+        config: BenchConfig,
+        items: list[WorkItem],
+        model: str | None,
+        headers: dict[str, str],
+        stop: threading.Event | None,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.config = config
+        self.items = items
+        self.model = model
+        self.headers = headers
+        self.external_stop = stop
+        self.progress = progress
+        self.records: list[RequestRecord] = []
+        self.warmups: list[RequestRecord] = []
+        self.stop_reason: str | None = None
+        self.aborted: str | None = None
+        self.stopping = asyncio.Event()
+        self.done = 0
+        self.t0 = 0.0
+        self.prefix = config.request_id_prefix
+
+    def _body(self, item: WorkItem) -> bytes:
+        spec = RequestSpec(
+            prompt=item.prompt,
+            messages=item.messages,
+            max_tokens=item.max_tokens,
+            model=self.model,
+            ignore_eos=self.config.ignore_eos,
+            sampling=self.config.sampling,
+            extra_body=self.config.extra_body,
+        )
+        return json.dumps(build_body(self.config.endpoint_kind, spec)).encode("utf-8")
+
+    def _record(self, index: int, item: WorkItem, warmup: bool) -> RequestRecord:
+        rid = f"{self.prefix}{'warmup-' if warmup else ''}{index}"
+        return RequestRecord(
+            index=index,
+            request_id=rid,
+            warmup=warmup,
+            category=item.category,
+            prompt_len=item.prompt_len,
+            max_tokens=item.max_tokens,
+        )
+
+    def stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.stopping.set()
+
+    async def _send(
+        self,
+        session: aiohttp.ClientSession,
+        item: WorkItem,
+        record: RequestRecord,
+        sem: asyncio.Semaphore | None,
+        t0: float,
+        holds_slot: bool = False,
+    ) -> None:
+        headers = request_headers(
+            self.headers, record.request_id, item.category, self.config.send_category_header
+        )
+        body = self._body(item)
+        send = stream_request(
+            session, self.config.url, body, headers, self.config.endpoint_kind, record, t0
+        )
+        if holds_slot and sem is not None:
+            try:
+                await send
+            finally:
+                sem.release()
+        elif sem is not None:
+            async with sem:
+                record.slot_acquired = time.perf_counter() - t0
+                await send
+        else:
+            await send
+        if not record.warmup:
+            self._after(record)
+
+    def _after(self, record: RequestRecord) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, None if self.config.duration else len(self.items))
+        if record.error_kind == "connection_refused":
+            self.stop(f"server unreachable: {record.error_message}")
+            return
+        limit = self.config.abort_after_identical_failures
+        finished = [r for r in self.records if r.sent and (r.success or r.error_kind)]
+        if limit and len(finished) == limit and not any(r.success for r in finished):
+            signatures = {(r.error_kind, r.http_status, r.error_message) for r in finished}
+            if len(signatures) == 1:
+                self.aborted = (
+                    f"the first {limit} requests all failed the same way "
+                    f"({record.error_message}); wrong --endpoint or --backend for {self.config.url}?"
+                )
+                self.stop(f"aborted: {self.aborted}")
+
+    async def warmup(self, session: aiohttp.ClientSession) -> None:
+        n = self.config.num_warmups
+        if n <= 0:
+            return
+        sem = (
+            asyncio.Semaphore(self.config.max_concurrency) if self.config.max_concurrency else None
+        )
+        t0 = time.perf_counter()
+        tasks = []
+        for i in range(n):
+            item = self.items[i % len(self.items)]
+            record = self._record(i, item, warmup=True)
+            record.scheduled = 0.0
+            self.warmups.append(record)
+            tasks.append(asyncio.create_task(self._send(session, item, record, sem, t0)))
+        await asyncio.gather(*tasks)
+
+    def _offsets(self) -> Iterator[float]:
+        cfg = self.config
+        if cfg.duration is None:
+            return iter(schedule(len(self.items), cfg.request_rate, cfg.burstiness, cfg.seed))
+        return schedule_for_duration(cfg.duration, cfg.request_rate, cfg.burstiness, cfg.seed)
+
+    async def dispatch(self, session: aiohttp.ClientSession, t0: float) -> None:
+        cfg = self.config
+        sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+        perf = time.perf_counter
+        tasks: list[asyncio.Task[None]] = []
+        deadline = t0 + cfg.duration if cfg.duration is not None else math.inf
+        closed_duration = cfg.duration is not None and math.isinf(cfg.request_rate)
+        count = itertools.count()
+        for offset in self._offsets():
+            index = next(count)
+            if cfg.duration is None and index >= len(self.items):
+                break
+            holds_slot = False
+            if closed_duration and sem is not None:
+                # Closed loop for a duration: take the slot here and hand it to the request, so
+                # the number of tasks stays bounded.
+                await self._wait_or_stop(sem.acquire())
+                if self.stopping.is_set():
+                    break  # _wait_or_stop cancelled the acquire: no slot is held
+                holds_slot = True
+                offset = perf() - t0
+            else:
+                delay = t0 + offset - perf()
+                if delay > 0:
+                    await self._wait_or_stop(asyncio.sleep(delay))
+            if self.stopping.is_set() or perf() >= deadline:
+                if holds_slot and sem is not None:
+                    sem.release()
+                break
+            item = self.items[index % len(self.items)]
+            record = self._record(index, item, warmup=False)
+            record.scheduled = offset
+            if holds_slot:
+                record.slot_acquired = offset
+            self.records.append(record)
+            tasks.append(
+                asyncio.create_task(self._send(session, item, record, sem, t0, holds_slot))
+            )
+        pending = [t for t in tasks if not t.done()]
+        if pending:
+            waiter = asyncio.ensure_future(asyncio.wait(pending))
+            stopper = asyncio.ensure_future(self.stopping.wait())
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if self.stopping.is_set():
+                for t in pending:
+                    t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            waiter.cancel()
+        if cfg.duration is None:
+            for index in range(len(self.records), len(self.items)):
+                item = self.items[index]
+                record = self._record(index, item, warmup=False)
+                record.error_kind = "not_sent"
+                record.error_message = f"not sent: {self.stop_reason or 'the run stopped'}"
+                self.records.append(record)
+
+    async def _wait_or_stop(self, aw: Any) -> None:
+        task = asyncio.ensure_future(aw)
+        stopper = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def watch_external_stop(self) -> None:
+        while self.external_stop is not None and not self.stopping.is_set():
+            if self.external_stop.is_set():
+                self.stop("cancelled")
+                return
+            await asyncio.sleep(0.1)
+
+
+async def _main(
+    config: BenchConfig,
+    items: list[WorkItem],
+    model: str | None,
+    headers: dict[str, str],
+    stop: threading.Event | None,
+    progress: ProgressCallback | None,
+    scraper: MetricsScraper | None,
+    handle_sigint: bool,
+) -> tuple[_Run, float, float, list[float]]:
+    run = _Run(config, items, model, headers, stop, progress)
+    loop = asyncio.get_running_loop()
+    sigint_installed = False
+    if handle_sigint and threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, run.stop, "interrupted (Ctrl-C)")
+            sigint_installed = True
+    limit = config.max_concurrency or 0
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=config.request_timeout)
+    watcher = asyncio.create_task(run.watch_external_stop())
+    monitor = _Monitor()
+    try:
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=False
+        ) as session:
+            await run.warmup(session)
+            if scraper is not None:
+                await asyncio.to_thread(scraper.scrape, "before")
+            monitor.start()
+            t0 = time.perf_counter()
+            run.t0 = t0
+            if scraper is not None:
+                scraper.set_t0(t0)
+                scraper.start()
+            await run.dispatch(session, t0)
+            duration = time.perf_counter() - t0
+            await monitor.stop()
+            if scraper is not None:
+                scraper.stop()
+                await asyncio.to_thread(scraper.scrape, "after")
+    finally:
+        watcher.cancel()
+        if sigint_installed:
+            loop.remove_signal_handler(signal.SIGINT)
+    return run, t0, duration, monitor.lags
+
+
+def run_benchmark(
+    config: BenchConfig,
+    *,
+    workload: list[WorkItem] | None = None,
+    stop: threading.Event | None = None,
+    progress: ProgressCallback | None = None,
+    handle_sigint: bool = True,
+) -> Result:
+    """Run one benchmark and return its ``Result`` (also when it stopped early: see ``complete``).
+
+    ``workload`` overrides the config's dataset; ``stop`` is polled (an agent's cancel flag);
+    ``progress(done, total)`` is called as requests finish. Raises ``PreflightError`` when the
+    server cannot be used and ``BenchAborted`` (with the partial result) on a wrong endpoint.
+    """
+    headers = auth_headers(config)
+    started_at = _utc_now()
+    info = preflight(config, headers) if config.preflight else {}
+    model = config.request_model or (info.get("models") or [None])[0]
+    model_id = config.model or info.get("model_root") or model
+    items = workload if workload is not None else build_workload(config)
+    if not items:
+        raise ValueError("the workload is empty")
+    scraper = (
+        MetricsScraper(config.base_url, config.scrape_interval, headers, time.perf_counter())
+        if config.scrape_metrics
+        else None
+    )
+    try:
+        run, t0, duration, lags = asyncio.run(
+            _main(config, items, model, headers, stop, progress, scraper, handle_sigint)
+        )
+    finally:
+        if scraper is not None:
+            scraper.close()
+    t0_epoch = time.time() - (time.perf_counter() - t0)
+    scrapes = scraper.scrapes if scraper is not None else []
+    parsed = parse_scrapes(scrapes)
+    samples = [p["samples"] for p in parsed["scrapes"]]
+    before = next((p["samples"] for p in parsed["scrapes"] if p["kind"] == "before"), None)
+    after = next((p["samples"] for p in parsed["scrapes"] if p["kind"] == "after"), None)
+    during = [p["samples"] for p in parsed["scrapes"] if p["kind"] == "sample" and p["samples"]]
+    engine = (
+        config.engine
+        or {"sglang-generate": "sglang", "llamacpp-completion": "llamacpp"}.get(
+            config.endpoint_kind
+        )
+        or ("llamacpp" if config.endpoint_kind.startswith("llamacpp") else None)
+    )
+    measured = [r for r in run.records if r.success]
+    acceptance = acc.compute_acceptance(
+        engine, measured, before, after, [s for s in during if s is not None]
+    )
+    del samples
+    # Keep the parsed samples of the before/after scrapes; the sampled ones are summarised in
+    # ``gauges`` (their raw text stays in ``scrapes``).
+    parsed["scrapes"] = [
+        p if p["kind"] != "sample" else {**p, "samples": None} for p in parsed["scrapes"]
+    ]
+    result = Result(
+        config=config,
+        requests=run.records,
+        summary=summarize_records(run.records, duration, config),
+        warmup_requests=run.warmups,
+        acceptance=acceptance,
+        server={
+            "preflight": info,
+            "scrapes": [s.to_dict() for s in scrapes],
+            "parsed": parsed,
+        },
+        client_health=client_health(run.records, lags),
+        complete=run.stop_reason is None,
+        incomplete_reason=run.stop_reason,
+        model_id=model_id,
+        started_at=started_at,
+        finished_at=_utc_now(),
+        t0_epoch=t0_epoch,
+        duration=duration,
+        specportal_version=__version__,
+    )
+    result.server["host"] = {"client_hostname": platform.node()}
+    if run.aborted:
+        raise BenchAborted(run.aborted, result)
+    return result
