@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -45,7 +46,9 @@ def test_accepted_tokens_arrive_back_to_back_as_one_token_chunks(
     llama_server: Path, models: Path
 ) -> None:
     pair = models / "pair"
-    with running(llama_server, pair / "target.gguf", *spec_args(pair / "draft-copy.gguf")) as server:
+    with running(
+        llama_server, pair / "target.gguf", *spec_args(pair / "draft-copy.gguf")
+    ) as server:
         arrivals, events = stream_completion(server.base_url, "The quick brown fox", 64)
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
@@ -56,12 +59,16 @@ def test_accepted_tokens_arrive_back_to_back_as_one_token_chunks(
     assert last["usage"]["completion_tokens"] == 64
     accepted = last["timings"]["draft_n_accepted"]
     assert accepted > 32
-    times = [t for t, c in zip(arrivals, chunks, strict=False) if c in content]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    times = [
+        t
+        for t, c in zip(arrivals, chunks, strict=False)
+        if c["choices"] and c["choices"][0]["text"]
+    ]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # One step of the expensive target takes milliseconds; tokens of one verified burst are
     # written back to back. Gaps inside bursts are the accepted tokens (the step's own token
     # opens each burst). A preempted client thread can only stretch a burst gap, never shorten a
     # step, so the count never exceeds the accepted tokens; allow a few stretched ones.
-    near_zero = sum(gap < 0.002 for gap in gaps)
+    near_zero = sum(gap < 0.005 for gap in gaps)
     assert near_zero <= accepted
     assert near_zero >= 0.8 * accepted
