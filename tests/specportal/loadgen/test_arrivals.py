@@ -111,3 +111,20 @@ def test_warmup_requests_are_sent_first_and_excluded() -> None:
     assert all(r.warmup and r.success for r in result.warmup_requests)
     assert result.summary["completed"] == 4
     assert result.summary["requests_sent"] == 4
+
+
+def test_client_spread_over_processes_merges_one_schedule() -> None:
+    config = BenchConfig(num_prompts=20, max_concurrency=4, model="m", scrape_metrics=False,
+                         client_processes=2)  # fmt: skip
+    with ScriptedServer(_trace) as server:
+        config.base_url = server.base_url
+        result = run_benchmark(config, workload=[WorkItem(prompt="p", max_tokens=2)] * 20,
+                               handle_sigint=False)  # fmt: skip
+        ids = sorted(s.headers["x-request-id"] for s in server.served)
+    assert result.complete
+    assert [r.index for r in result.requests] == list(range(20))
+    assert ids == sorted(f"specportal-{i}" for i in range(20))
+    assert result.summary["completed"] == 20
+    assert result.summary["max_concurrent_requests"] <= 4
+    assert result.duration > 0
+    assert result.client_health["event_loop_lag"]["samples"] > 0
