@@ -8,6 +8,7 @@ COPY accounts accounts
 COPY runs runs
 COPY analysis analysis
 COPY templates templates
+COPY examples examples
 COPY manage.py ./
 RUN pip install --no-cache-dir '.[portal]' gunicorn
 RUN SPECPORTAL_ENV=development python manage.py collectstatic --noinput

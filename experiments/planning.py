@@ -73,14 +73,14 @@ def estimate_run_seconds(
     Closed loop: requests pass ``concurrency`` at a time; open loop: ``requests / rate`` seconds
     of arrivals plus the last request's own time. A ``duration_s`` load level lasts that long.
     """
-    output_tokens = int(workload.get("output_tokens") or DEFAULT_OUTPUT_TOKENS)
+    output_tokens = int(workload.get("output_len") or DEFAULT_OUTPUT_TOKENS)
     per_request = output_tokens * SECONDS_PER_OUTPUT_TOKEN
     requests = int(load.get("requests") or 0)
     warmup = int(load.get("warmup_requests") or 0)
     if load.get("duration_s"):
         measured = float(load["duration_s"])
-    elif load.get("rate"):
-        measured = requests / float(load["rate"]) + per_request
+    elif load.get("request_rate"):
+        measured = requests / float(load["request_rate"]) + per_request
     else:
         concurrency = max(1, int(load.get("concurrency") or 1))
         measured = math.ceil(requests / concurrency) * per_request

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 from django.http import HttpRequest
 
 from runs.models import IDENTITY_FIELDS, FrozenConfiguration, GpuHost
@@ -41,3 +42,4 @@ class GpuHostAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ("name", "gpu_model")
     readonly_fields = ("token_prefix", "token_issued_at", "last_heartbeat_at", "created_at")
     exclude = ("token_hash",)
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}  # noqa: RUF012

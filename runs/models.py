@@ -116,7 +116,10 @@ class FrozenConfiguration(models.Model):
     @classmethod
     def from_db(cls, db: str | None, field_names: Any, values: Any) -> FrozenConfiguration:
         instance = super().from_db(db, field_names, values)
-        instance._loaded_identity = instance._identity_values()
+        # A partial load (``.only()``, as the deletion collector does for PROTECT checks) must
+        # not fetch the deferred identity columns one by one; the trigger still guards them.
+        if not instance.get_deferred_fields():
+            instance._loaded_identity = instance._identity_values()
         return instance
 
     def _identity_values(self) -> dict[str, Any]:

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "accounts",
     "runs",
+    "experiments",
 ]
 
 MIDDLEWARE = [
@@ -148,6 +149,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Frozen serving configurations, experiments, runs and verdicts.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and docs pages need a login or token like every other endpoint.
+    "SERVE_PERMISSIONS": ["accounts.permissions.IsViewer"],
     # Self-hosted Swagger UI and Redoc so the docs pages work without network access.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -9,5 +9,7 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("api/v1/", include("accounts.urls")),
+    path("api/v1/", include("runs.api_urls")),
+    path("", include("experiments.urls")),
     path("", include("runs.urls")),
 ]

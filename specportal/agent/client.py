@@ -35,7 +35,7 @@ class PortalClient:
     ) -> None:
         self._http = httpx.Client(
             base_url=base_url.rstrip("/") + "/api/v1/agent/",
-            headers={"Authorization": f"HostToken {token}"},
+            headers={"Authorization": f"Host {token}"},
             timeout=REQUEST_TIMEOUT_SECONDS,
             transport=transport,
         )

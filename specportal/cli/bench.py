@@ -88,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--burstiness", type=float, default=1.0)
     load.add_argument("--num-warmups", type=int, default=0)
     load.add_argument("--seed", type=int, default=0)
+    load.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="spread the client over this many processes (past one core)",
+    )
 
     data = parser.add_argument_group("workload")
     data.add_argument("--dataset-name", default="random", choices=DATASETS)
@@ -276,6 +282,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             scrape_interval=args.metrics_interval,
             request_timeout=args.request_timeout,
             preflight=not args.no_preflight,
+            client_processes=args.client_processes,
             label=args.label,
             metadata=_pairs(args.metadata, "--metadata"),
         )

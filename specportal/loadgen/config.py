@@ -58,6 +58,7 @@ class BenchConfig:
     request_timeout: float = 6 * 60 * 60.0  # vLLM's AIOHTTP_TIMEOUT
     preflight: bool = True
     abort_after_identical_failures: int = 3
+    client_processes: int = 1  # past one core: spread the client over processes, merge results
     label: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
 
@@ -74,6 +75,14 @@ class BenchConfig:
             raise ValueError("the number of prompts must be at least 1")
         if self.duration is not None and self.duration <= 0:
             raise ValueError("duration must be > 0")
+        if self.client_processes < 1:
+            raise ValueError("client processes must be at least 1")
+        if (
+            self.client_processes > 1
+            and self.max_concurrency is not None
+            and self.max_concurrency < self.client_processes
+        ):
+            raise ValueError("max concurrency must be at least the number of client processes")
         if self.duration is not None and math.isinf(self.request_rate) and not self.max_concurrency:
             raise ValueError("a duration-bounded run needs a request rate or a concurrency cap")
 

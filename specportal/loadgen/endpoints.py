@@ -181,6 +181,7 @@ def _parse_openai(kind: EndpointKind, events: Sequence[Event], out: ParsedStream
     one_per_content = kind.startswith("llamacpp")
     tokens: list[int] = []
     counts_known = True
+    tentative = False
     last_completion = 0
     texts: list[str] = []
     for event in events:
@@ -205,17 +206,24 @@ def _parse_openai(kind: EndpointKind, events: Sequence[Event], out: ParsedStream
                 now = int(usage["completion_tokens"])
                 tokens.append(now - last_completion)
                 last_completion = now
+            elif not piece:
+                # No usage and no text (SGLang's role chunk has ``usage: null``): 0 here, and the
+                # cumulative count of the next chunk carries anything it held; checked below.
+                tokens.append(0)
+                tentative = True
             else:
-                counts_known = False  # the server gave no per-chunk usage: unknown, not guessed
+                counts_known = False  # text without a count: unknown, not guessed
         if isinstance(payload.get("timings"), dict):
             out.timings = payload["timings"]
     out.text = "".join(texts)
-    out.chunk_tokens = tokens if counts_known else None
     if out.usage is not None:
         if out.usage.get("completion_tokens") is not None:
             out.output_tokens = int(out.usage["completion_tokens"])
         if out.usage.get("prompt_tokens") is not None:
             out.prompt_tokens = int(out.usage["prompt_tokens"])
+    if tentative and not one_per_content and sum(tokens) != out.output_tokens:
+        counts_known = False  # a count-less chunk held tokens that no later count explains
+    out.chunk_tokens = tokens if counts_known else None
 
 
 def _parse_sglang(events: Sequence[Event], out: ParsedStream) -> None:

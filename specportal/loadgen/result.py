@@ -72,6 +72,7 @@ class Result:
     started_at: str | None = None  # UTC, ISO 8601
     finished_at: str | None = None
     t0_epoch: float | None = None  # wall-clock time of t0 (the start of dispatch)
+    t0_perf: float | None = None  # perf_counter() at t0 (same host only: aligns server logs)
     duration: float = 0.0
     specportal_version: str | None = None
     source: str = "specportal"  # or "vllm-bench-serve" for an imported file
@@ -88,6 +89,7 @@ class Result:
                 "started_at": self.started_at,
                 "finished_at": self.finished_at,
                 "t0_epoch": self.t0_epoch,
+                "t0_perf": self.t0_perf,
                 "duration": self.duration,
                 "model_id": self.model_id,
                 "config": self.config.to_dict(),
@@ -127,6 +129,7 @@ class Result:
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
             t0_epoch=data.get("t0_epoch"),
+            t0_perf=data.get("t0_perf"),
             duration=data.get("duration", 0.0),
             specportal_version=data.get("specportal_version"),
             source=data.get("source", "specportal"),

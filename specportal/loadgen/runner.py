@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import math
+import multiprocessing
 import os
 import platform
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -43,6 +45,13 @@ from specportal.loadgen.scrape import MetricsScraper, parse_scrapes
 from specportal.workload.items import WorkItem
 
 ProgressCallback = Callable[[int, int | None], None]
+
+
+class StopFlag(Protocol):
+    """``threading.Event`` or ``multiprocessing.Event``: polled to stop the run (a cancel flag)."""
+
+    def is_set(self) -> bool: ...
+
 
 LAG_INTERVAL = 0.01  # the event-loop lag probe's period (s)
 FELL_BEHIND_SEND_LATENESS = 0.005  # p99 send lateness above this says the client fell behind
@@ -202,8 +211,9 @@ class _Run:
         items: list[WorkItem],
         model: str | None,
         headers: dict[str, str],
-        stop: threading.Event | None,
+        stop: StopFlag | None,
         progress: ProgressCallback | None,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.config = config
         self.items = items
@@ -218,7 +228,11 @@ class _Run:
         self.stopping = asyncio.Event()
         self.done = 0
         self.t0 = 0.0
+        self.end = 0.0
         self.prefix = config.request_id_prefix
+        self.shard, self.shards = shard
+        self._unsent: list[int] = []
+        self.on_stop: Callable[[], None] | None = None
 
     def _body(self, item: WorkItem) -> bytes:
         spec = RequestSpec(
@@ -246,6 +260,8 @@ class _Run:
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
+            if self.on_stop is not None and reason != "cancelled":
+                self.on_stop()  # tell the other client processes
         self.stopping.set()
 
     async def _send(
@@ -257,26 +273,39 @@ class _Run:
         t0: float,
         holds_slot: bool = False,
     ) -> None:
-        headers = request_headers(
-            self.headers, record.request_id, item.category, self.config.send_category_header
-        )
-        body = self._body(item)
-        send = stream_request(
-            session, self.config.url, body, headers, self.config.endpoint_kind, record, t0
-        )
-        if holds_slot and sem is not None:
+        if sem is not None and not holds_slot:
             try:
-                await send
-            finally:
+                await sem.acquire()
+            except asyncio.CancelledError:
+                self._not_sent(record)
+                raise
+            record.slot_acquired = time.perf_counter() - t0
+        try:
+            if self.stopping.is_set():
+                self._not_sent(record)
+                return
+            headers = request_headers(
+                self.headers, record.request_id, item.category, self.config.send_category_header
+            )
+            await stream_request(
+                session,
+                self.config.url,
+                self._body(item),
+                headers,
+                self.config.endpoint_kind,
+                record,
+                t0,
+            )
+            if not record.warmup:
+                # Before the slot is released, so a stop decided here holds the next request.
+                self._after(record)
+        finally:
+            if sem is not None:
                 sem.release()
-        elif sem is not None:
-            async with sem:
-                record.slot_acquired = time.perf_counter() - t0
-                await send
-        else:
-            await send
-        if not record.warmup:
-            self._after(record)
+
+    def _not_sent(self, record: RequestRecord) -> None:
+        record.error_kind = "not_sent"
+        record.error_message = f"not sent: {self.stop_reason or 'the run stopped'}"
 
     def _after(self, record: RequestRecord) -> None:
         self.done += 1
@@ -313,24 +342,35 @@ class _Run:
             tasks.append(asyncio.create_task(self._send(session, item, record, sem, t0)))
         await asyncio.gather(*tasks)
 
-    def _offsets(self) -> Iterator[float]:
-        cfg = self.config
+    def _plan(self) -> Iterator[tuple[int, float]]:
+        """``(request index, release offset)`` for this process's share of the run."""
+        cfg, shard, n = self.config, self.shard, self.shards
         if cfg.duration is None:
-            return iter(schedule(len(self.items), cfg.request_rate, cfg.burstiness, cfg.seed))
-        return schedule_for_duration(cfg.duration, cfg.request_rate, cfg.burstiness, cfg.seed)
+            offsets = schedule(len(self.items), cfg.request_rate, cfg.burstiness, cfg.seed)
+            return ((i, off) for i, off in enumerate(offsets) if i % n == shard)
+        # Duration-bounded: each process draws its own arrivals at its share of the rate.
+        own = schedule_for_duration(
+            cfg.duration, cfg.request_rate / n, cfg.burstiness, cfg.seed + 7919 * shard
+        )
+        return ((local * n + shard, off) for local, off in enumerate(own))
+
+    def _cap(self) -> int | None:
+        cap = self.config.max_concurrency
+        if cap is None:
+            return None
+        return cap // self.shards + (1 if self.shard < cap % self.shards else 0)
 
     async def dispatch(self, session: aiohttp.ClientSession, t0: float) -> None:
         cfg = self.config
-        sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+        cap = self._cap()
+        sem = asyncio.Semaphore(cap) if cap else None
         perf = time.perf_counter
         tasks: list[asyncio.Task[None]] = []
         deadline = t0 + cfg.duration if cfg.duration is not None else math.inf
         closed_duration = cfg.duration is not None and math.isinf(cfg.request_rate)
-        count = itertools.count()
-        for offset in self._offsets():
-            index = next(count)
-            if cfg.duration is None and index >= len(self.items):
-                break
+        plan = self._plan()
+        for index, planned in plan:
+            offset = planned
             holds_slot = False
             if closed_duration and sem is not None:
                 # Closed loop for a duration: take the slot here and hand it to the request, so
@@ -347,6 +387,8 @@ class _Run:
             if self.stopping.is_set() or perf() >= deadline:
                 if holds_slot and sem is not None:
                     sem.release()
+                if cfg.duration is None:
+                    self._unsent.append(index)
                 break
             item = self.items[index % len(self.items)]
             record = self._record(index, item, warmup=False)
@@ -368,12 +410,11 @@ class _Run:
                     t.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             waiter.cancel()
+        self.end = perf()
         if cfg.duration is None:
-            for index in range(len(self.records), len(self.items)):
-                item = self.items[index]
-                record = self._record(index, item, warmup=False)
-                record.error_kind = "not_sent"
-                record.error_message = f"not sent: {self.stop_reason or 'the run stopped'}"
+            for index in [*self._unsent, *(i for i, _ in plan)]:
+                record = self._record(index, self.items[index], warmup=False)
+                self._not_sent(record)
                 self.records.append(record)
 
     async def _wait_or_stop(self, aw: Any) -> None:
@@ -394,24 +435,41 @@ class _Run:
             await asyncio.sleep(0.1)
 
 
+@dataclass
+class _Outcome:
+    records: list[RequestRecord]
+    warmups: list[RequestRecord]
+    stop_reason: str | None
+    aborted: str | None
+    t0: float
+    end: float
+    lags: list[float]
+
+
 async def _main(
     config: BenchConfig,
     items: list[WorkItem],
     model: str | None,
     headers: dict[str, str],
-    stop: threading.Event | None,
+    stop: StopFlag | None,
     progress: ProgressCallback | None,
     scraper: MetricsScraper | None,
     handle_sigint: bool,
-) -> tuple[_Run, float, float, list[float]]:
-    run = _Run(config, items, model, headers, stop, progress)
+    *,
+    shard: tuple[int, int] = (0, 1),
+    t0_at: float | None = None,
+    warmup: bool = True,
+    on_stop: Callable[[], None] | None = None,
+) -> _Outcome:
+    run = _Run(config, items, model, headers, stop, progress, shard)
+    run.on_stop = on_stop
     loop = asyncio.get_running_loop()
     sigint_installed = False
     if handle_sigint and threading.current_thread() is threading.main_thread():
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, run.stop, "interrupted (Ctrl-C)")
             sigint_installed = True
-    limit = config.max_concurrency or 0
+    limit = run._cap() or 0
     connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     watcher = asyncio.create_task(run.watch_external_stop())
@@ -420,17 +478,20 @@ async def _main(
         async with aiohttp.ClientSession(
             connector=connector, timeout=timeout, auto_decompress=False
         ) as session:
-            await run.warmup(session)
+            if warmup:
+                await run.warmup(session)
             if scraper is not None:
                 await asyncio.to_thread(scraper.scrape, "before")
             monitor.start()
-            t0 = time.perf_counter()
+            if t0_at is not None:
+                # Several processes share one t0 (perf_counter is system-wide on Linux).
+                await asyncio.sleep(max(0.0, t0_at - time.perf_counter()))
+            t0 = t0_at if t0_at is not None else time.perf_counter()
             run.t0 = t0
             if scraper is not None:
                 scraper.set_t0(t0)
                 scraper.start()
             await run.dispatch(session, t0)
-            duration = time.perf_counter() - t0
             await monitor.stop()
             if scraper is not None:
                 scraper.stop()
@@ -439,7 +500,150 @@ async def _main(
         watcher.cancel()
         if sigint_installed:
             loop.remove_signal_handler(signal.SIGINT)
-    return run, t0, duration, monitor.lags
+    return _Outcome(run.records, run.warmups, run.stop_reason, run.aborted, t0, run.end,
+                    monitor.lags)  # fmt: skip
+
+
+def _shard_worker(
+    config: BenchConfig,
+    items: list[WorkItem],
+    model: str | None,
+    headers: dict[str, str],
+    stop: Any,
+    shard: tuple[int, int],
+    t0_at: float,
+    done: Any,
+    results: Any,
+) -> None:
+    """One client process: its share of the schedule, records sent back as plain dicts."""
+
+    def progress(n: int, total: int | None) -> None:
+        with done.get_lock():
+            done.value += 1
+
+    outcome = asyncio.run(
+        _main(
+            config,
+            items,
+            model,
+            headers,
+            stop,
+            progress,
+            None,
+            True,
+            shard=shard,
+            t0_at=t0_at,
+            warmup=False,
+            on_stop=stop.set,
+        )
+    )
+    results.put(
+        (
+            shard[0],
+            [r.to_dict() for r in outcome.records],
+            outcome.stop_reason,
+            outcome.aborted,
+            outcome.end,
+            outcome.lags,
+        )
+    )
+
+
+def _run_sharded(
+    config: BenchConfig,
+    items: list[WorkItem],
+    model: str | None,
+    headers: dict[str, str],
+    stop: StopFlag | None,
+    progress: ProgressCallback | None,
+    scraper: MetricsScraper | None,
+    handle_sigint: bool,
+) -> _Outcome:
+    """Spread the run over ``config.client_processes`` processes and merge their records.
+
+    Warmup and the "before" scrape happen here; the processes start dispatching at one shared
+    ``t0`` (request ``i`` of the schedule goes to process ``i mod N``; the concurrency cap is
+    split between them); sampling and the "after" scrape happen here too.
+    """
+    n = config.client_processes
+    warmups = asyncio.run(_warmup_only(config, items, model, headers))
+    if scraper is not None:
+        scraper.scrape("before")
+    ctx = multiprocessing.get_context("fork")
+    shared_stop = ctx.Event()
+    done = ctx.Value("i", 0)
+    results: Any = ctx.Queue()
+    t0 = time.perf_counter() + 0.3 + 0.05 * n  # time for the processes to start
+    procs = [
+        ctx.Process(target=_shard_worker, daemon=True,
+                    args=(config, items, model, headers, shared_stop, (k, n), t0, done, results))
+        for k in range(n)
+    ]  # fmt: skip
+    parent_reason: str | None = None
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        nonlocal parent_reason
+        parent_reason = "interrupted (Ctrl-C)"
+        shared_stop.set()
+
+    previous = None
+    if handle_sigint and threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        for proc in procs:
+            proc.start()
+        if scraper is not None:
+            scraper.set_t0(t0)
+            scraper.start()
+        collected: list[tuple[Any, ...]] = []
+        total = None if config.duration else len(items)
+        while len(collected) < n:
+            if stop is not None and stop.is_set() and not shared_stop.is_set():
+                parent_reason = "cancelled"
+                shared_stop.set()
+            try:
+                collected.append(results.get(timeout=0.2))
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs) and results.empty():
+                    raise RuntimeError("a client process died without a result") from None
+            if progress is not None:
+                progress(done.value, total)
+        for proc in procs:
+            proc.join(10)
+        if scraper is not None:
+            scraper.stop()
+            scraper.scrape("after")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    records = sorted(
+        (RequestRecord.from_dict(r) for _, recs, *_ in collected for r in recs),
+        key=lambda r: r.index,
+    )
+    reasons = [c[2] for c in collected if c[2]]
+    own = [r for r in reasons if r != "cancelled"]
+    aborted = next((c[3] for c in collected if c[3]), None)
+    return _Outcome(
+        records=records,
+        warmups=warmups,
+        stop_reason=parent_reason or (own[0] if own else (reasons[0] if reasons else None)),
+        aborted=aborted,
+        t0=t0,
+        end=max((c[4] for c in collected), default=t0),
+        lags=[lag for c in collected for lag in c[5]],
+    )
+
+
+async def _warmup_only(
+    config: BenchConfig, items: list[WorkItem], model: str | None, headers: dict[str, str]
+) -> list[RequestRecord]:
+    run = _Run(config, items, model, headers, None, None)
+    limit = config.max_concurrency or 0
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+    timeout = aiohttp.ClientTimeout(total=config.request_timeout)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        await run.warmup(session)
+    return run.warmups
 
 
 def run_benchmark(
@@ -470,12 +674,18 @@ def run_benchmark(
         else None
     )
     try:
-        run, t0, duration, lags = asyncio.run(
-            _main(config, items, model, headers, stop, progress, scraper, handle_sigint)
-        )
+        if config.client_processes > 1:
+            run = _run_sharded(
+                config, items, model, headers, stop, progress, scraper, handle_sigint
+            )
+        else:
+            run = asyncio.run(
+                _main(config, items, model, headers, stop, progress, scraper, handle_sigint)
+            )
     finally:
         if scraper is not None:
             scraper.close()
+    t0, duration, lags = run.t0, run.end - run.t0, run.lags
     t0_epoch = time.time() - (time.perf_counter() - t0)
     scrapes = scraper.scrapes if scraper is not None else []
     parsed = parse_scrapes(scrapes)
@@ -518,6 +728,7 @@ def run_benchmark(
         started_at=started_at,
         finished_at=_utc_now(),
         t0_epoch=t0_epoch,
+        t0_perf=t0,
         duration=duration,
         specportal_version=__version__,
     )

@@ -4,7 +4,7 @@ import pytest
 
 from experiments.planning import estimated_wall_seconds, plan_runs, rotation
 
-WORKLOADS = {"chat": {"output_tokens": 64}, "code": {"output_tokens": 64}}
+WORKLOADS = {"chat": {"output_len": 64}, "code": {"output_len": 64}}
 LOADS = {"c1": {"concurrency": 1, "requests": 4}, "c8": {"concurrency": 8, "requests": 16}}
 
 

@@ -23,6 +23,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        call_command("load_examples")
         user_create_or_update(
             username=DEMO_USER,
             password=DEMO_PASSWORD,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ Script = Callable[[str, dict[str, Any]], list[Step]]
 class Served:
     path: str
     body: dict[str, Any]
-    headers: dict[str, str]
+    headers: CIMultiDict[str]
     arrived: float
     writes: list[float] = field(default_factory=list)
 
@@ -151,7 +152,7 @@ class ScriptedServer:
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         arrived = time.perf_counter()
         body = await request.json()
-        served = Served(request.path, body, dict(request.headers), arrived)
+        served = Served(request.path, body, CIMultiDict(request.headers), arrived)
         self.served.append(served)
         steps = self.script(request.path, body)
         if steps and isinstance(steps[0], Status):
@@ -199,3 +200,18 @@ class ScriptedServer:
         asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def _slow_stream(path: str, body: dict[str, Any]) -> list[Step]:
+    """Every request: ``max_tokens`` one-token chunks 50 ms apart (for fault tests)."""
+    n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 20)
+    return completion_trace([50.0 * (i + 1) for i in range(n)], [1] * n)
+
+
+if __name__ == "__main__":
+    # A server in its own process, so a test can kill it mid-run: prints its base URL.
+    import sys
+
+    with ScriptedServer(_slow_stream) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()  # until the parent closes stdin or kills us

@@ -1,0 +1,253 @@
+"""REST API for experiments and runs (users) — thin: parse, call a service, serialize."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.errors import ApplicationError
+from accounts.permissions import IsExperimenterOrReadOnly
+from experiments import selectors, services
+from experiments.models import Experiment, Run
+from runs.models import FrozenConfiguration, GpuHost
+
+MAX_PAGE: Final = 1000
+DEFAULT_PAGE: Final = 100
+
+
+class ArmOutput(serializers.Serializer[Any]):
+    label = serializers.CharField()  # type: ignore[assignment]
+    position = serializers.IntegerField()
+    configuration = serializers.IntegerField(source="configuration_id")
+    config_hash = serializers.CharField(source="configuration.config_hash")
+    method = serializers.CharField(source="configuration.method")
+    engine = serializers.CharField(source="configuration.engine")
+
+
+class ExperimentOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    status = serializers.CharField()
+    arms = ArmOutput(many=True)
+    hosts = serializers.SerializerMethodField()
+    workloads = serializers.JSONField()
+    loads = serializers.JSONField()
+    repetitions = serializers.IntegerField()
+    warmup_requests = serializers.IntegerField()
+    cache_policy = serializers.CharField()
+    failure_policy = serializers.CharField()
+    max_failed_runs = serializers.IntegerField()
+    objectives = serializers.JSONField()
+    objectives_hash = serializers.CharField()
+    locked_at = serializers.DateTimeField()
+    arms_difference_reason = serializers.CharField()
+    arms_differences = serializers.JSONField()
+    lint_override_reason = serializers.CharField()
+    lint_findings = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField()
+
+    def get_hosts(self, experiment: Experiment) -> list[str]:
+        return sorted(host.name for host in experiment.hosts.all())
+
+
+class RunOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    experiment = serializers.IntegerField(source="experiment_id")
+    sequence = serializers.IntegerField()
+    arm = serializers.CharField(source="arm.label")
+    host = serializers.CharField(source="host.name")
+    host_emulated = serializers.BooleanField(source="host.emulated")
+    workload = serializers.CharField()
+    load = serializers.CharField()
+    repetition = serializers.IntegerField()
+    position = serializers.IntegerField()
+    estimated_seconds = serializers.FloatField()
+    status = serializers.CharField()
+    attempt = serializers.IntegerField()
+    cancel_requested = serializers.BooleanField()
+    queued_at = serializers.DateTimeField()
+    claimed_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField()
+    error = serializers.CharField()
+    progress = serializers.JSONField()
+    requests_total = serializers.IntegerField()
+    requests_failed = serializers.IntegerField()
+
+
+class RunDetailOutput(RunOutput):
+    engine_report = serializers.JSONField()
+    mismatches = serializers.JSONField()
+    engine_env = serializers.JSONField()
+    command = serializers.JSONField()
+    log_excerpt = serializers.CharField()
+    summary = serializers.JSONField()
+    result_attempt = serializers.IntegerField()
+
+
+class ExperimentListApi(APIView):
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    class InputSerializer(serializers.Serializer[Any]):
+        name = serializers.CharField(max_length=200)
+        description = serializers.CharField(required=False, allow_blank=True, default="")
+        baseline = serializers.PrimaryKeyRelatedField(queryset=FrozenConfiguration.objects.all())
+        candidates = serializers.PrimaryKeyRelatedField(
+            queryset=FrozenConfiguration.objects.all(), many=True
+        )
+        labels = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+        workloads = serializers.ListField(child=serializers.DictField())
+        loads = serializers.ListField(child=serializers.DictField())
+        objectives = serializers.DictField()
+        hosts = serializers.SlugRelatedField(
+            slug_field="name", queryset=GpuHost.objects.all(), many=True
+        )
+        repetitions = serializers.IntegerField(min_value=1, default=3)
+        warmup_requests = serializers.IntegerField(min_value=0, default=0)
+        cache_policy = serializers.ChoiceField(
+            Experiment.CachePolicy.choices, default=Experiment.CachePolicy.FRESH_SERVER
+        )
+        failure_policy = serializers.ChoiceField(
+            Experiment.FailurePolicy.choices, default=Experiment.FailurePolicy.CONTINUE
+        )
+        max_failed_runs = serializers.IntegerField(min_value=0, default=0)
+        arms_difference_reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def get(self, request: Request) -> Response:
+        experiments = selectors.experiment_list()[:200]
+        return Response(ExperimentOutput(experiments, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        experiment = services.experiment_create(user=request.user, **data.validated_data)
+        experiment = selectors.experiment_get(experiment_id=experiment.pk)
+        return Response(ExperimentOutput(experiment).data, status=status.HTTP_201_CREATED)
+
+
+class ExperimentDetailApi(APIView):
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(experiment_id=experiment_id)
+        return Response(ExperimentOutput(experiment).data)
+
+
+class ExperimentPlanApi(APIView):
+    """POST: (re)plan before start. GET: the plan in execution order with estimated durations."""
+
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(experiment_id=experiment_id)
+        return Response(_plan_body(experiment))
+
+    def post(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(experiment_id=experiment_id)
+        services.experiment_plan(experiment=experiment)
+        return Response(_plan_body(experiment))
+
+
+def _plan_body(experiment: Experiment) -> dict[str, Any]:
+    runs = list(selectors.run_list(filters={"experiment": str(experiment.pk)}))
+    per_host: dict[str, float] = {}
+    for run in runs:
+        per_host[run.host.name] = per_host.get(run.host.name, 0.0) + run.estimated_seconds
+    return {
+        "experiment": experiment.pk,
+        # Hosts run in parallel, one run at a time each: the busiest host decides.
+        "estimated_seconds": max(per_host.values(), default=0.0),
+        "runs": RunOutput(runs, many=True).data,
+    }
+
+
+class ExperimentStartApi(APIView):
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    class InputSerializer(serializers.Serializer[Any]):
+        lint_override_reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def post(self, request: Request, experiment_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        experiment = selectors.experiment_get(experiment_id=experiment_id)
+        services.experiment_start(experiment=experiment, **data.validated_data)
+        return Response(
+            ExperimentOutput(selectors.experiment_get(experiment_id=experiment_id)).data
+        )
+
+
+class ExperimentCancelApi(APIView):
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    def post(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(experiment_id=experiment_id)
+        services.experiment_cancel(experiment=experiment)
+        return Response(
+            ExperimentOutput(selectors.experiment_get(experiment_id=experiment_id)).data
+        )
+
+
+class RunListApi(APIView):
+    def get(self, request: Request) -> Response:
+        try:
+            runs = selectors.run_list(filters=request.query_params)
+            page = list(runs[:MAX_PAGE])
+        except ValueError as exc:
+            raise ApplicationError("Invalid filter.", fields={"query": [str(exc)]}) from exc
+        return Response(RunOutput(page, many=True).data)
+
+
+class RunDetailApi(APIView):
+    def get(self, request: Request, run_id: int) -> Response:
+        return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
+
+
+class RunSummaryApi(APIView):
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get(run_id=run_id)
+        return Response({"run": run.pk, "status": run.status, "summary": run.summary})
+
+
+class RunCancelApi(APIView):
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        services.run_cancel(run=run)
+        return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
+
+
+class RunRequestsApi(APIView):
+    """Per-request records, keyset-paginated: ``?after=<index>&limit=<n>``; ``next`` continues."""
+
+    class QuerySerializer(serializers.Serializer[Any]):
+        after = serializers.IntegerField(min_value=-1, default=-1)
+        limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+
+    def get(self, request: Request, run_id: int) -> Response:
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        run = selectors.run_get(run_id=run_id)
+        rows = selectors.request_records_page(run=run, **query.validated_data)
+        after = rows[-1]["index"] if len(rows) == query.validated_data["limit"] else None
+        return Response({"results": rows, "next_after": after})
+
+
+class RunRequestsDownloadApi(APIView):
+    """Every record as JSON lines, streamed (no page size, no memory spike)."""
+
+    def get(self, request: Request, run_id: int) -> StreamingHttpResponse:
+        run = selectors.run_get(run_id=run_id)
+        response = StreamingHttpResponse(
+            selectors.request_records_jsonl(run=run), content_type="application/x-ndjson"
+        )
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.jsonl"'
+        return response

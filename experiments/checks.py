@@ -1,0 +1,144 @@
+"""What must hold before an experiment starts on a host, and the hosts' liveness.
+
+A start is refused, with every reason listed, when a host's agent is silent or unhealthy, lacks
+the engine (or the pinned version), has fewer GPUs than the configuration's parallelism needs, or
+is offline while a configuration names a model to be pulled from a hub.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, is_dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from django.utils import timezone
+
+from runs.models import FrozenConfiguration, GpuHost
+from runs.services import host_heartbeat_record
+
+# Agents heartbeat every 15 s: four missed beats and the host counts as silent.
+HOST_SILENT_SECONDS: Final = 60
+
+# Keys that name models, per engine and section (a hub name needs a network to be pulled).
+MODEL_KEYS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
+    "vllm": (("target", "model"), ("target", "tokenizer"), ("proposal", "model")),
+    "sglang": (
+        ("target", "model_path"),
+        ("target", "tokenizer_path"),
+        ("proposal", "speculative_draft_model_path"),
+    ),
+    "llamacpp": (("target", "hf_repo"), ("proposal", "hf_repo_draft")),
+}
+# Parallelism keys whose product is the number of GPUs an engine process needs.
+PARALLEL_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    "vllm": ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"),
+    "sglang": ("tp_size", "pp_size", "dp_size"),
+    "llamacpp": (),
+}
+# "org/name" with no path prefix: a Hugging Face hub id rather than a local directory.
+HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def gpus_needed(document: Mapping[str, Any]) -> int:
+    engine = str(document.get("engine", ""))
+    target = document.get("target") or {}
+    placement = (document.get("runtime") or {}).get("placement") or {}
+    product = 1
+    for key in PARALLEL_KEYS.get(engine, ()):
+        product *= int(target.get(key) or 1)
+    if engine == "llamacpp":
+        product = 0  # llama.cpp also runs on CPU; only an explicit placement asks for GPUs
+    return max(product, int(placement.get("gpus") or 0))
+
+
+def hub_models(document: Mapping[str, Any]) -> list[str]:
+    engine = str(document.get("engine", ""))
+    found = []
+    for section, key in MODEL_KEYS.get(engine, ()):
+        value = (document.get(section) or {}).get(key)
+        if isinstance(value, str) and HUB_NAME.match(value):
+            found.append(value)
+    return found
+
+
+def host_alive(host: GpuHost) -> bool:
+    if host.last_heartbeat_at is None:
+        return False
+    return timezone.now() - host.last_heartbeat_at <= timedelta(seconds=HOST_SILENT_SECONDS)
+
+
+def host_refusals(host: GpuHost, config: FrozenConfiguration) -> list[str]:
+    """Why ``config`` cannot run on ``host`` (empty when it can)."""
+    reasons: list[str] = []
+    if not host_alive(host):
+        seen = (
+            f"last heartbeat {host.last_heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
+            if host.last_heartbeat_at
+            else "no heartbeat ever"
+        )
+        reasons.append(f"the host's agent is not alive ({seen})")
+    if host.health_status != GpuHost.Health.HEALTHY:
+        detail = f": {host.health_detail}" if host.health_detail else ""
+        reasons.append(f"the host is {host.health_status}{detail}")
+    if host.mode == GpuHost.Mode.ENDPOINT and not host.base_url:
+        reasons.append("an endpoint host needs a base_url")
+    document = config.document
+    installed = host.engines.get(config.engine) if isinstance(host.engines, dict) else None
+    if not installed:
+        reasons.append(f"engine {config.engine} is not installed on the host")
+    else:
+        wanted = (document.get("engine_build") or {}).get("version")
+        if wanted and wanted not in installed:
+            reasons.append(
+                f"engine {config.engine} {wanted} is not installed (host has "
+                f"{', '.join(installed)})"
+            )
+    needed = gpus_needed(document)
+    if needed > host.gpu_count:
+        reasons.append(f"needs {needed} GPUs (TP × PP × DP), the host has {host.gpu_count}")
+    if host.offline:
+        for model in hub_models(document):
+            reasons.append(f"the host is offline and {model!r} would be pulled from a hub")
+    return reasons
+
+
+def lint_findings(config: FrozenConfiguration, host: GpuHost) -> list[dict[str, Any]]:
+    """The configuration linter's findings as plain dicts (severity, code, message, path)."""
+    try:
+        lint = importlib.import_module("specportal.engines.lint")
+    except ModuleNotFoundError:  # the linter lands separately; until then nothing to report
+        return []
+    out = []
+    for finding in lint.lint(config.document):
+        if is_dataclass(finding) and not isinstance(finding, type):
+            data = asdict(finding)
+        else:
+            data = dict(finding)
+        out.append({k: v for k, v in data.items() if isinstance(v, str | int | float | None)})
+    return out
+
+
+def host_record_heartbeat(*, host: GpuHost, inventory: Mapping[str, Any]) -> GpuHost:
+    engines = inventory.get("engines")
+    clean = None
+    if isinstance(engines, dict):
+        clean = {
+            str(k): [str(v) for v in versions]
+            for k, versions in engines.items()
+            if isinstance(versions, list)
+        }
+    return host_heartbeat_record(host=host, engines=clean)
+
+
+def hosts_mark_silent() -> int:
+    """Hosts whose agent stopped beating become unreachable (and refuse new starts)."""
+    cutoff = timezone.now() - timedelta(seconds=HOST_SILENT_SECONDS)
+    return GpuHost.objects.filter(
+        last_heartbeat_at__lt=cutoff, health_status=GpuHost.Health.HEALTHY
+    ).update(
+        health_status=GpuHost.Health.UNREACHABLE,
+        health_detail=f"no heartbeat for more than {HOST_SILENT_SECONDS} s",
+    )

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from experiments.fields import FloatArrayField, IntegerArrayField
+
+
+class Experiment(models.Model):
+    """Arms over one target, a workload × load matrix, repetitions and objectives fixed at start.
+
+    From ``locked_at`` on, the objectives, their hash and the arms never change (the database
+    refuses it too, see migration 0002).
+    """
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        RUNNING = "running"
+        DONE = "done"
+        STOPPED = "stopped"  # the failure policy stopped it
+        CANCELLED = "cancelled"
+
+    class CachePolicy(models.TextChoices):
+        FRESH_SERVER = "fresh_server"  # a new engine process per run
+        RESET_CACHE = "reset_cache"  # the engine's cache-reset endpoint before each run
+        WARM = "warm"  # explicitly warm for both arms
+
+    class FailurePolicy(models.TextChoices):
+        CONTINUE = "continue"
+        STOP = "stop"
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    # Ordered lists of {"name": ..., ...}: JSON objects lose key order in jsonb.
+    workloads = models.JSONField()
+    loads = models.JSONField()
+    repetitions = models.PositiveIntegerField(default=3)
+    warmup_requests = models.PositiveIntegerField(default=0)
+    cache_policy = models.CharField(
+        max_length=16, choices=CachePolicy.choices, default=CachePolicy.FRESH_SERVER
+    )
+    failure_policy = models.CharField(
+        max_length=16, choices=FailurePolicy.choices, default=FailurePolicy.CONTINUE
+    )
+    max_failed_runs = models.PositiveIntegerField(default=0)
+    objectives = models.JSONField()
+    objectives_hash = models.CharField(max_length=64, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    # Arms that differ beyond the proposal are refused unless a reason is recorded here.
+    arms_difference_reason = models.TextField(blank=True)
+    arms_differences = models.JSONField(default=list, blank=True)
+    lint_override_reason = models.TextField(blank=True)
+    lint_findings = models.JSONField(default=list, blank=True)
+    hosts = models.ManyToManyField("runs.GpuHost", related_name="experiments")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        constraints = (
+            models.CheckConstraint(
+                condition=models.Q(repetitions__gte=1), name="experiment_repetitions_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(locked_at__isnull=True) | ~models.Q(objectives_hash=""),
+                name="experiment_locked_has_hash",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Arm(models.Model):
+    """One frozen configuration in an experiment; position 0 is the baseline."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="arms")
+    position = models.PositiveIntegerField()
+    label = models.CharField(max_length=64)
+    configuration = models.ForeignKey(
+        "runs.FrozenConfiguration", on_delete=models.PROTECT, related_name="arms"
+    )
+
+    class Meta:
+        ordering = ("experiment", "position")
+        constraints = (
+            models.UniqueConstraint(fields=["experiment", "position"], name="arm_position_unique"),
+            models.UniqueConstraint(fields=["experiment", "label"], name="arm_label_unique"),
+        )
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.position == 0
+
+
+class Run(models.Model):
+    """One (arm, workload, load level, repetition) on one host; the record of its state.
+
+    The broker only rings the doorbell: the state here is what counts, claims are conditional
+    updates on it, and a lease (renewed by the agent's heartbeats) says how long a claim holds.
+    """
+
+    class Status(models.TextChoices):
+        PLANNED = "planned"
+        QUEUED = "queued"
+        CLAIMED = "claimed"
+        RUNNING = "running"
+        DONE = "done"
+        INCOMPLETE = "incomplete"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    arm = models.ForeignKey(Arm, on_delete=models.PROTECT, related_name="runs")
+    host = models.ForeignKey("runs.GpuHost", on_delete=models.PROTECT, related_name="runs")
+    sequence = models.PositiveIntegerField()  # execution order within the experiment, from 1
+    workload = models.CharField(max_length=100)
+    load = models.CharField(max_length=100)
+    repetition = models.PositiveIntegerField()
+    position = models.PositiveIntegerField()  # place of the arm in its rotation block, from 1
+    estimated_seconds = models.FloatField()
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PLANNED)
+    attempt = models.PositiveIntegerField(default=0)  # 0 until first queued
+    cancel_requested = models.BooleanField(default=False)
+    queued_at = models.DateTimeField(null=True, blank=True)  # last time the doorbell was rung
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    # What the engine said about itself, and where that disagrees with the frozen configuration.
+    engine_report = models.JSONField(default=dict, blank=True)
+    mismatches = models.JSONField(default=list, blank=True)
+    # Environment the agent added for this run (e.g. VLLM_SERVER_DEV_MODE=1 for cache reset): part
+    # of the run's record, never of the configuration.
+    engine_env = models.JSONField(default=dict, blank=True)
+    command = models.JSONField(default=list, blank=True)
+    log_excerpt = models.TextField(blank=True)
+    summary = models.JSONField(null=True, blank=True)
+    server = models.JSONField(default=dict, blank=True)  # raw and parsed /metrics scrapes
+    acceptance = models.JSONField(default=dict, blank=True)  # speculative counters, per engine
+    result_attempt = models.PositiveIntegerField(null=True, blank=True)
+    result_schema = models.PositiveIntegerField(null=True, blank=True)
+    requests_total = models.PositiveIntegerField(null=True, blank=True)
+    requests_failed = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("experiment", "sequence")
+        constraints = (
+            models.UniqueConstraint(fields=["experiment", "sequence"], name="run_sequence_unique"),
+            models.UniqueConstraint(
+                fields=["experiment", "arm", "workload", "load", "repetition"],
+                name="run_cell_arm_repetition_unique",
+            ),
+        )
+        indexes = (
+            models.Index(fields=["status", "queued_at"], name="run_status_queued"),
+            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
+            models.Index(fields=["host", "status"], name="run_host_status"),
+        )
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.cell} rep {self.repetition}, {self.status})"
+
+    @property
+    def cell(self) -> str:
+        return f"{self.workload}/{self.load}"
+
+
+class RequestRecord(models.Model):
+    """One request of a run, kept whole: chunk arrival times and token counts as arrays.
+
+    Times are seconds on the load generator's monotonic clock (only differences mean anything).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests")
+    index = models.PositiveIntegerField()
+    scheduled = models.FloatField(null=True)
+    sent = models.FloatField(null=True)
+    chunk_times = FloatArrayField()
+    chunk_tokens = IntegerArrayField(null=True)
+    prompt_tokens = models.IntegerField(null=True)
+    output_tokens = models.IntegerField(null=True)
+    success = models.BooleanField()
+    finish_reason = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    text_hash = models.CharField(max_length=64, blank=True)
+    category = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ("run", "index")
+        constraints = (
+            models.UniqueConstraint(fields=["run", "index"], name="request_record_index_unique"),
+        )
+
+    def __str__(self) -> str:
+        return f"request {self.index} of run {self.run_id}"
+
+
+class ResultUpload(models.Model):
+    """An agent's result file as received (gzip'd JSON), one per run and attempt.
+
+    The upload answers the agent at once; a portal worker ingests it. Keeping the body lets a
+    failed ingestion be retried, and the unique (run, attempt) makes a repeated PUT harmless.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="uploads")
+    attempt = models.PositiveIntegerField()
+    body = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    received_at = models.DateTimeField(auto_now_add=True)
+    ingested_at = models.DateTimeField(null=True, blank=True)
+    ingest_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["run", "attempt"], name="result_upload_once"),
+        )
+
+    def __str__(self) -> str:
+        return f"upload of run {self.run_id} attempt {self.attempt}"

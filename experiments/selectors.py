@@ -1,0 +1,142 @@
+"""Reads for experiments and runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from experiments.models import Experiment, RequestRecord, Run
+
+# Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
+DOWNLOAD_BATCH: Final = 2_000
+RECORD_FIELDS: Final = (
+    "index",
+    "scheduled",
+    "sent",
+    "chunk_times",
+    "chunk_tokens",
+    "prompt_tokens",
+    "output_tokens",
+    "success",
+    "finish_reason",
+    "error",
+    "text_hash",
+    "category",
+)
+RUN_FILTERS: Final = ("experiment", "status", "host", "arm", "workload", "load", "repetition")
+
+# Summary keys shown side by side per arm (DESIGN §4 names).
+SIDE_BY_SIDE_KEYS: Final = (
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+    "output_throughput",
+    "acceptance_rate",
+)
+
+
+def experiment_list() -> QuerySet[Experiment]:
+    return Experiment.objects.prefetch_related("arms__configuration", "hosts")
+
+
+def experiment_get(*, experiment_id: int) -> Experiment:
+    return get_object_or_404(experiment_list(), pk=experiment_id)
+
+
+def run_list(*, filters: Mapping[str, str]) -> QuerySet[Run]:
+    runs = Run.objects.select_related("arm", "host", "experiment")
+    for key in RUN_FILTERS:
+        value = filters.get(key)
+        if not value:
+            continue
+        if key == "host":
+            runs = runs.filter(host__name=value)
+        elif key == "arm":
+            runs = runs.filter(arm__label=value)
+        elif key in ("experiment", "repetition"):
+            runs = runs.filter(**{f"{key}_id" if key == "experiment" else key: int(value)})
+        else:
+            runs = runs.filter(**{key: value})
+    return runs.order_by("experiment_id", "sequence")
+
+
+def run_get(*, run_id: int) -> Run:
+    return get_object_or_404(Run.objects.select_related("arm__configuration", "host"), pk=run_id)
+
+
+def request_records_page(*, run: Run, after: int, limit: int) -> list[dict[str, Any]]:
+    """Keyset pagination on (run, index): constant cost per page however deep."""
+    return list(
+        RequestRecord.objects.filter(run=run, index__gt=after)
+        .order_by("index")
+        .values(*RECORD_FIELDS)[:limit]
+    )
+
+
+def request_records_jsonl(*, run: Run) -> Iterator[bytes]:
+    """Every record as one JSON line, fetched in keyset batches (memory stays flat)."""
+    after = -1
+    while True:
+        page = request_records_page(run=run, after=after, limit=DOWNLOAD_BATCH)
+        if not page:
+            return
+        yield b"".join(json.dumps(row, separators=(",", ":")).encode() + b"\n" for row in page)
+        after = page[-1]["index"]
+
+
+def acceptance_rate(run: Run) -> float | None:
+    """Speculative acceptance as the load generator reported it from the server's counters."""
+    for source in (run.acceptance or {}, run.summary or {}):
+        for key in ("acceptance_rate", "draft_acceptance_rate_fraction", "spec_acceptance_rate"):
+            value = source.get(key)
+            if isinstance(value, int | float):
+                return float(value)
+    return None
+
+
+def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
+    """Per cell, per arm: the summary figures of finished runs (median over repetitions)."""
+    import statistics
+
+    arms = [arm.label for arm in experiment.arms.all()]
+    runs = experiment.runs.select_related("arm").filter(summary__isnull=False)
+    values: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for run in runs:
+        figures = values.setdefault((run.cell, run.arm.label), {})
+        for key in SIDE_BY_SIDE_KEYS:
+            value = (
+                acceptance_rate(run) if key == "acceptance_rate" else (run.summary or {}).get(key)
+            )
+            if isinstance(value, int | float):
+                figures.setdefault(key, []).append(float(value))
+    cells = []
+    for workload in experiment.workloads:
+        for load in experiment.loads:
+            cell = f"{workload['name']}/{load['name']}"
+            cells.append(
+                {
+                    "cell": cell,
+                    "arms": [
+                        {
+                            "arm": arm,
+                            "runs": len(next(iter(values.get((cell, arm), {}).values()), [])),
+                            "figures": {
+                                key: statistics.median(v) if v else None
+                                for key in SIDE_BY_SIDE_KEYS
+                                for v in [values.get((cell, arm), {}).get(key, [])]
+                            },
+                        }
+                        for arm in arms
+                    ],
+                }
+            )
+    return cells

@@ -1,0 +1,574 @@
+"""Writes for experiments and runs. Run state lives here; the broker is only a doorbell.
+
+Dispatch keeps one run per (experiment, host) on the wire at a time: the next run of a host is
+queued when the previous one ends, so execution follows the plan exactly and the stale-message
+beat task can re-publish a QUEUED run without disturbing any order.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Final
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.errors import ApplicationError
+from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
+from experiments import dispatch
+from experiments.models import Arm, Experiment, ResultUpload, Run
+from experiments.planning import plan_runs
+from runs.models import FrozenConfiguration, GpuHost
+from specportal.engines.document import diff
+
+log = logging.getLogger(__name__)
+
+# A claim holds this long without a heartbeat; agents heartbeat every 15 s, so a lease survives
+# a few missed beats but a killed agent's run is re-queued within a couple of minutes.
+LEASE_SECONDS: Final = 90
+# Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
+MAX_ATTEMPTS: Final = 2
+# A QUEUED run whose message has not been claimed after this long is published again (a broker
+# restart may have lost it; a duplicate is harmless because claims are conditional).
+STALE_QUEUED_SECONDS: Final = 120
+# Sections of a configuration that must be equal across arms: an experiment compares proposals
+# over one target on one engine build.
+SHARED_SECTIONS: Final = ("engine", "engine_build", "target", "runtime", "sampling")
+
+ACTIVE_STATES: Final = (Run.Status.QUEUED, Run.Status.CLAIMED, Run.Status.RUNNING)
+FINAL_STATES: Final = (
+    Run.Status.DONE,
+    Run.Status.INCOMPLETE,
+    Run.Status.FAILED,
+    Run.Status.CANCELLED,
+)
+
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+WORKLOAD_KEYS: Final = frozenset(
+    {
+        "name",
+        "dataset_name",
+        "dataset_path",
+        "input_len",
+        "output_len",
+        "range_ratio",
+        "category",
+        "ignore_eos",
+        "endpoint_kind",
+    }
+)
+LOAD_KEYS: Final = frozenset(
+    {"name", "concurrency", "request_rate", "burstiness", "requests", "duration_s"}
+)
+
+
+def _check_named_list(
+    items: Any, section: str, allowed: frozenset[str], errors: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    if not isinstance(items, list) or not items:
+        errors.setdefault(section, []).append("must be a non-empty list")
+        return []
+    names: set[str] = set()
+    for index, item in enumerate(items):
+        path = f"{section}.{index}"
+        if not isinstance(item, dict):
+            errors.setdefault(path, []).append("must be an object")
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not name or not set(name) <= _NAME_OK:
+            errors.setdefault(f"{path}.name", []).append(
+                "required: letters, digits, '-', '_' or '.'"
+            )
+        elif name in names:
+            errors.setdefault(f"{path}.name", []).append(f"{name!r} is used twice")
+        else:
+            names.add(name)
+        for key in sorted(set(item) - allowed):
+            errors.setdefault(f"{path}.{key}", []).append("unknown key")
+    return list(items)
+
+
+def _check_loads(loads: list[dict[str, Any]], errors: dict[str, list[str]]) -> None:
+    for index, load in enumerate(loads):
+        path = f"loads.{index}"
+        for key in ("concurrency", "requests"):
+            value = load.get(key)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                errors.setdefault(f"{path}.{key}", []).append("must be an integer >= 1")
+        if not load.get("requests") and not load.get("duration_s"):
+            errors.setdefault(path, []).append("needs 'requests' or 'duration_s'")
+    quiet = [
+        load for load in loads if load.get("concurrency") == 1 and not load.get("request_rate")
+    ]
+    if loads and not quiet:
+        errors.setdefault("loads", []).append(
+            "needs a quiet level: closed loop at concurrency 1 (one idle request is what a "
+            "single user feels)"
+        )
+
+
+def arm_differences(
+    baseline: FrozenConfiguration, candidate: FrozenConfiguration
+) -> list[dict[str, Any]]:
+    """Differences outside ``proposal`` between two arms (JSON Pointer paths)."""
+    return [
+        change
+        for change in diff(baseline.document, candidate.document)
+        if change["path"].split("/")[1] in SHARED_SECTIONS
+    ]
+
+
+@transaction.atomic
+def experiment_create(
+    *,
+    user: AbstractBaseUser | AnonymousUser | None,
+    name: str,
+    baseline: FrozenConfiguration,
+    candidates: Sequence[FrozenConfiguration],
+    workloads: list[dict[str, Any]],
+    loads: list[dict[str, Any]],
+    objectives: Mapping[str, Any],
+    hosts: Sequence[GpuHost],
+    labels: Sequence[str] | None = None,
+    description: str = "",
+    repetitions: int = 3,
+    warmup_requests: int = 0,
+    cache_policy: str = Experiment.CachePolicy.FRESH_SERVER,
+    failure_policy: str = Experiment.FailurePolicy.CONTINUE,
+    max_failed_runs: int = 0,
+    arms_difference_reason: str = "",
+) -> Experiment:
+    """Validate the whole definition at once (every problem reported with its path)."""
+    errors: dict[str, list[str]] = {}
+    workloads = _check_named_list(workloads, "workloads", WORKLOAD_KEYS, errors)
+    loads = _check_named_list(loads, "loads", LOAD_KEYS, errors)
+    _check_loads(loads, errors)
+    if not candidates:
+        errors.setdefault("candidates", []).append("an experiment needs at least one candidate")
+    if not hosts:
+        errors.setdefault("hosts", []).append("an experiment needs at least one host")
+    if repetitions < 1:
+        errors.setdefault("repetitions", []).append("must be >= 1")
+    arms = [baseline, *candidates]
+    if len({c.pk for c in arms}) != len(arms):
+        errors.setdefault("candidates", []).append("every arm must be a different configuration")
+    arm_labels = (
+        list(labels)
+        if labels
+        else ["baseline", *(c.name or f"candidate-{i}" for i, c in enumerate(candidates, 1))]
+    )
+    if len(arm_labels) != len(arms) or len(set(arm_labels)) != len(arm_labels):
+        errors.setdefault("labels", []).append("one distinct label per arm, baseline first")
+    differences: list[dict[str, Any]] = []
+    for index, candidate in enumerate(candidates):
+        for change in arm_differences(baseline, candidate):
+            differences.append({"candidate": index, **change})
+    if differences and not arms_difference_reason.strip():
+        errors.setdefault("candidates", []).append(
+            "arms must share engine, engine_build, target, runtime and sampling; they differ at "
+            + ", ".join(sorted({d["path"] for d in differences}))
+            + " (give arms_difference_reason to allow it)"
+        )
+    normalised: dict[str, Any] = {}
+    try:
+        normalised = validate_objectives(
+            objectives,
+            loads=[str(load.get("name")) for load in loads],
+            workloads=[str(w.get("name")) for w in workloads],
+        )
+    except ObjectivesError as exc:
+        for path, messages in exc.fields.items():
+            errors.setdefault(f"objectives.{path}" if path else "objectives", []).extend(messages)
+    if errors:
+        raise ApplicationError("The experiment is not valid.", fields=errors)
+
+    experiment = Experiment(
+        name=name,
+        description=description,
+        created_by=user if isinstance(user, User) else None,
+        workloads=workloads,
+        loads=loads,
+        repetitions=repetitions,
+        warmup_requests=warmup_requests,
+        cache_policy=cache_policy,
+        failure_policy=failure_policy,
+        max_failed_runs=max_failed_runs,
+        objectives=normalised,
+        arms_difference_reason=arms_difference_reason.strip() if differences else "",
+        arms_differences=differences,
+    )
+    experiment.full_clean()
+    experiment.save()
+    experiment.hosts.set(hosts)
+    Arm.objects.bulk_create(
+        Arm(experiment=experiment, position=i, label=label, configuration=config)
+        for i, (label, config) in enumerate(zip(arm_labels, arms, strict=True))
+    )
+    return experiment
+
+
+def _require_draft(experiment: Experiment) -> None:
+    if experiment.locked_at is not None or experiment.status != Experiment.Status.DRAFT:
+        raise ApplicationError(
+            "The experiment has started; its plan and objectives are locked.",
+            code="locked",
+            status_code=409,
+        )
+
+
+@transaction.atomic
+def experiment_plan(*, experiment: Experiment) -> list[Run]:
+    """(Re)build the run list in execution order; only before start."""
+    experiment = Experiment.objects.select_for_update().get(pk=experiment.pk)
+    _require_draft(experiment)
+    arms = list(experiment.arms.order_by("position"))
+    hosts = sorted(experiment.hosts.all(), key=lambda h: h.name)
+    by_label = {arm.label: arm for arm in arms}
+    host_by_name = {host.name: host for host in hosts}
+    planned = plan_runs(
+        arms=[arm.label for arm in arms],
+        workloads={w["name"]: w for w in experiment.workloads},
+        loads={load["name"]: load for load in experiment.loads},
+        repetitions=experiment.repetitions,
+        hosts=[host.name for host in hosts],
+        fresh_server=experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER,
+    )
+    experiment.runs.all().delete()
+    return Run.objects.bulk_create(
+        Run(
+            experiment=experiment,
+            arm=by_label[p.arm],
+            host=host_by_name[p.host],
+            sequence=p.sequence,
+            workload=p.cell.workload,
+            load=p.cell.load,
+            repetition=p.repetition,
+            position=p.position,
+            estimated_seconds=p.estimated_seconds,
+        )
+        for p in planned
+    )
+
+
+def _start_refusals(
+    experiment: Experiment, *, lint_override_reason: str
+) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
+    """Host capability and lint problems: (refusals by path, findings to keep)."""
+    from experiments.checks import host_refusals, lint_findings
+
+    refusals: dict[str, list[str]] = {}
+    findings: list[dict[str, Any]] = []
+    arms = list(experiment.arms.select_related("configuration").order_by("position"))
+    for host in experiment.hosts.all():
+        for arm in arms:
+            for message in host_refusals(host, arm.configuration):
+                refusals.setdefault(f"hosts.{host.name}", []).append(f"{arm.label}: {message}")
+            for finding in lint_findings(arm.configuration, host):
+                findings.append({"arm": arm.label, "host": host.name, **finding})
+    errors = [f for f in findings if f.get("severity") == "error"]
+    if errors and not lint_override_reason.strip():
+        for finding in errors:
+            refusals.setdefault(f"arms.{finding['arm']}", []).append(
+                f"lint error {finding.get('code', '')}: {finding.get('message', '')} "
+                "(give lint_override_reason to start anyway)"
+            )
+    return refusals, findings
+
+
+@transaction.atomic
+def experiment_start(*, experiment: Experiment, lint_override_reason: str = "") -> Experiment:
+    """Check hosts and lint, lock the objectives (hash + timestamp), queue each host's first run."""
+    experiment = Experiment.objects.select_for_update().get(pk=experiment.pk)
+    _require_draft(experiment)
+    refusals, findings = _start_refusals(experiment, lint_override_reason=lint_override_reason)
+    if refusals:
+        raise ApplicationError(
+            "The experiment cannot start.", code="refused", fields=refusals, status_code=409
+        )
+    if not experiment.runs.exists():
+        experiment_plan(experiment=experiment)
+    now = timezone.now()
+    experiment.objectives_hash = objectives_hash(experiment.objectives)
+    experiment.locked_at = now
+    experiment.started_at = now
+    experiment.status = Experiment.Status.RUNNING
+    experiment.lint_findings = findings
+    experiment.lint_override_reason = lint_override_reason.strip()
+    experiment.save(
+        update_fields=[
+            "objectives_hash",
+            "locked_at",
+            "started_at",
+            "status",
+            "lint_findings",
+            "lint_override_reason",
+        ]
+    )
+    experiment_advance(experiment_id=experiment.pk)
+    return experiment
+
+
+@transaction.atomic
+def experiment_advance(*, experiment_id: int) -> None:
+    """Queue the next planned run of every host that has nothing in flight; finish when done.
+
+    Called after start and whenever a run of the experiment ends. Applies the failure policy.
+    """
+    experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
+    if experiment.status != Experiment.Status.RUNNING:
+        return
+    runs = experiment.runs
+    failed = runs.filter(status__in=[Run.Status.FAILED, Run.Status.INCOMPLETE]).count()
+    if (
+        experiment.failure_policy == Experiment.FailurePolicy.STOP
+        and failed > experiment.max_failed_runs
+    ):
+        runs.filter(status=Run.Status.PLANNED).update(
+            status=Run.Status.CANCELLED,
+            finished_at=timezone.now(),
+            error="not run: the failure policy stopped the experiment",
+        )
+        experiment.status = Experiment.Status.STOPPED
+    busy_hosts = set(runs.filter(status__in=ACTIVE_STATES).values_list("host_id", flat=True))
+    if experiment.status == Experiment.Status.RUNNING:
+        for host_id in set(runs.values_list("host_id", flat=True)) - busy_hosts:
+            nxt = (
+                runs.filter(host_id=host_id, status=Run.Status.PLANNED).order_by("sequence").first()
+            )
+            if nxt is not None:
+                _queue(nxt)
+                busy_hosts.add(host_id)
+    if not busy_hosts and not runs.filter(status=Run.Status.PLANNED).exists():
+        if experiment.status == Experiment.Status.RUNNING:
+            experiment.status = Experiment.Status.DONE
+        experiment.finished_at = experiment.finished_at or timezone.now()
+    experiment.save(update_fields=["status", "finished_at"])
+
+
+def _queue(run: Run) -> None:
+    """PLANNED (or lease-lost) → QUEUED with a new attempt number, then ring the host's bell."""
+    run.status = Run.Status.QUEUED
+    run.attempt += 1
+    run.queued_at = timezone.now()
+    run.lease_expires_at = None
+    run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at"])
+    dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
+
+
+@transaction.atomic
+def experiment_cancel(*, experiment: Experiment) -> Experiment:
+    """Runs not yet claimed are cancelled; runs in flight get the cancel flag the agent polls."""
+    experiment = Experiment.objects.select_for_update().get(pk=experiment.pk)
+    if experiment.status in (Experiment.Status.DONE, Experiment.Status.CANCELLED):
+        return experiment
+    now = timezone.now()
+    experiment.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).update(
+        status=Run.Status.CANCELLED, finished_at=now, error="cancelled before it started"
+    )
+    experiment.runs.filter(status__in=[Run.Status.CLAIMED, Run.Status.RUNNING]).update(
+        cancel_requested=True
+    )
+    experiment.status = Experiment.Status.CANCELLED
+    experiment.finished_at = now
+    experiment.save(update_fields=["status", "finished_at"])
+    return experiment
+
+
+# --- the agent's side ---------------------------------------------------------------------------
+
+
+def _lease_deadline() -> Any:
+    return timezone.now() + timedelta(seconds=LEASE_SECONDS)
+
+
+@transaction.atomic
+def run_claim(*, host: GpuHost, run_id: int, attempt: int) -> Run:
+    """Conditional QUEUED → CLAIMED for exactly this attempt on this host; 409 otherwise."""
+    now = timezone.now()
+    claimed = Run.objects.filter(
+        pk=run_id, host=host, status=Run.Status.QUEUED, attempt=attempt, cancel_requested=False
+    ).update(status=Run.Status.CLAIMED, claimed_at=now, lease_expires_at=_lease_deadline())
+    if claimed != 1:
+        raise ApplicationError(
+            f"Run {run_id} attempt {attempt} is not claimable by {host.name}.",
+            code="conflict",
+            status_code=409,
+        )
+    return Run.objects.get(pk=run_id)
+
+
+def _held_run(host: GpuHost, run_id: int, attempt: int) -> Run:
+    """The run this host holds for this attempt (locked), or 409."""
+    run = (
+        Run.objects.select_for_update()
+        .filter(pk=run_id, host=host, attempt=attempt)
+        .filter(status__in=[Run.Status.CLAIMED, Run.Status.RUNNING])
+        .first()
+    )
+    if run is None:
+        raise ApplicationError(
+            f"Run {run_id} attempt {attempt} is not held by {host.name}.",
+            code="conflict",
+            status_code=409,
+        )
+    return run
+
+
+@transaction.atomic
+def run_heartbeat(
+    *, host: GpuHost, inventory: Mapping[str, Any], current_run: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Record the host's heartbeat; renew the lease of the run it says it is executing."""
+    from experiments.checks import host_record_heartbeat
+
+    host_record_heartbeat(host=host, inventory=inventory)
+    answer: dict[str, Any] = {"lease_seconds": LEASE_SECONDS, "cancel_requested": False}
+    if current_run:
+        run_id, attempt = int(current_run.get("id") or 0), int(current_run.get("attempt") or 0)
+        renewed = Run.objects.filter(
+            pk=run_id,
+            host=host,
+            attempt=attempt,
+            status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
+            lease_expires_at__isnull=False,
+        )
+        renewed.update(lease_expires_at=_lease_deadline())
+        run = Run.objects.filter(pk=run_id, host=host).first()
+        answer["cancel_requested"] = bool(run and run.cancel_requested)
+        answer["held"] = bool(run and run.attempt == attempt)
+    return answer
+
+
+@transaction.atomic
+def run_progress(
+    *,
+    host: GpuHost,
+    run_id: int,
+    attempt: int,
+    phase: str,
+    details: Mapping[str, Any],
+) -> Run:
+    """Progress from the agent; ``phase == "running"`` (load started) moves CLAIMED → RUNNING."""
+    run = _held_run(host, run_id, attempt)
+    fields = ["progress", "lease_expires_at"]
+    run.progress = {"phase": phase, **details}
+    run.lease_expires_at = _lease_deadline()
+    if phase in ("engine_started", "running") and run.status == Run.Status.CLAIMED:
+        run.status = Run.Status.RUNNING
+        run.started_at = timezone.now()
+        fields += ["status", "started_at"]
+    for key in ("engine_report", "mismatches", "engine_env", "command"):
+        if key in details:
+            setattr(run, key, details[key])
+            fields.append(key)
+    run.save(update_fields=fields)
+    return run
+
+
+@transaction.atomic
+def run_result_receive(*, host: GpuHost, run_id: int, attempt: int, body: bytes) -> ResultUpload:
+    """Keep the agent's result file for this attempt and hand it to a portal worker.
+
+    Idempotent: a repeated PUT for the same attempt returns the first upload untouched. The lease
+    stops counting (the agent's part is over), so the reaper never re-queues a run whose result
+    is waiting for ingestion.
+    """
+    existing = ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host).first()
+    if existing is not None:
+        return existing
+    run = _held_run(host, run_id, attempt)
+    upload = ResultUpload.objects.create(
+        run=run, attempt=attempt, body=body, sha256=hashlib.sha256(body).hexdigest()
+    )
+    run.lease_expires_at = None
+    run.progress = {**run.progress, "phase": "uploaded"}
+    run.save(update_fields=["lease_expires_at", "progress"])
+    transaction.on_commit(lambda: dispatch.ingest(upload_id=upload.pk))
+    return upload
+
+
+@transaction.atomic
+def run_cancel(*, run: Run) -> Run:
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.status in (Run.Status.PLANNED, Run.Status.QUEUED):
+        run.status = Run.Status.CANCELLED
+        run.finished_at = timezone.now()
+        run.error = "cancelled before it started"
+        run.save(update_fields=["status", "finished_at", "error"])
+        transaction.on_commit(lambda: _advance_later(run.experiment_id))
+    elif run.status in (Run.Status.CLAIMED, Run.Status.RUNNING):
+        run.cancel_requested = True
+        run.save(update_fields=["cancel_requested"])
+    return run
+
+
+def _advance_later(experiment_id: int) -> None:
+    experiment_advance(experiment_id=experiment_id)
+
+
+# --- beat tasks ---------------------------------------------------------------------------------
+
+
+def runs_republish_stale() -> int:
+    """Ring the bell again for QUEUED runs nobody claimed (a restarted broker loses nothing)."""
+    cutoff = timezone.now() - timedelta(seconds=STALE_QUEUED_SECONDS)
+    count = 0
+    stale = Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=cutoff).select_related(
+        "host"
+    )
+    for run in stale:
+        with transaction.atomic():
+            touched = Run.objects.filter(
+                pk=run.pk, status=Run.Status.QUEUED, attempt=run.attempt
+            ).update(queued_at=timezone.now())
+            if touched:
+                dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
+                count += 1
+    return count
+
+
+def runs_reap_expired_leases() -> int:
+    """Runs whose lease ran out: re-queue once (attempt + 1), then fail for good."""
+    now = timezone.now()
+    reaped = 0
+    expired = Run.objects.filter(
+        status__in=[Run.Status.CLAIMED, Run.Status.RUNNING], lease_expires_at__lt=now
+    ).values_list("pk", "experiment_id")
+    for run_id, experiment_id in expired:
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update()
+                .select_related("host")
+                .filter(
+                    pk=run_id,
+                    status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
+                    lease_expires_at__lt=now,
+                )
+                .first()
+            )
+            if run is None:
+                continue
+            note = f"attempt {run.attempt}: lease expired at {run.lease_expires_at:%H:%M:%S} UTC"
+            run.error = f"{run.error}\n{note}".strip()
+            if run.attempt < MAX_ATTEMPTS and not run.cancel_requested:
+                run.status = Run.Status.PLANNED  # _queue moves it on with a new attempt
+                run.save(update_fields=["error", "status"])
+                _queue(run)
+            else:
+                run.status = Run.Status.FAILED
+                run.finished_at = now
+                run.lease_expires_at = None
+                run.save(update_fields=["error", "status", "finished_at", "lease_expires_at"])
+                transaction.on_commit(functools.partial(_advance_later, experiment_id))
+            reaped += 1
+    return reaped
+
+
+def active_run_filter() -> Q:
+    return Q(status__in=ACTIVE_STATES)

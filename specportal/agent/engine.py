@@ -1,0 +1,209 @@
+"""Starting, watching and stopping an engine process on a managed host; reading its self-report.
+
+The command is generated from the frozen configuration (``specportal.engines.launch``). A
+per-host *command template* replaces the engine's executable, so tests and the demo start
+``specportal emulate`` with exactly the flags the real engine would get.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+# How long an engine may take to answer /health: model loads on real GPUs take minutes.
+DEFAULT_HEALTH_TIMEOUT_SECONDS: Final = 900.0
+HEALTH_POLL_SECONDS: Final = 0.25
+STOP_GRACE_SECONDS: Final = 10.0
+LOG_TAIL_CHARS: Final = 4_000
+
+# What each engine says about itself, and where.
+SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
+    "vllm": ("/version", "/v1/models"),
+    "sglang": ("/get_server_info", "/v1/models"),
+    "llamacpp": ("/props", "/v1/models"),
+}
+# The cache-reset endpoint per engine (vLLM's needs VLLM_SERVER_DEV_MODE=1 at start).
+CACHE_RESET: Final[Mapping[str, tuple[str, str]]] = {
+    "vllm": ("POST", "/reset_prefix_cache"),
+    "sglang": ("POST", "/flush_cache"),
+}
+
+
+class EngineFailed(Exception):
+    """The engine did not come up (or died); the message carries its own error text."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def apply_template(
+    template: str | None, engine: str, argv: Sequence[str], executable_len: int
+) -> list[str]:
+    """Swap the engine's executable (the first ``executable_len`` words) for the template's.
+
+    ``{engine}`` and ``{python}`` in the template are replaced; no template keeps ``argv``.
+    """
+    if not template:
+        return list(argv)
+    prefix = [
+        word.replace("{engine}", engine).replace("{python}", sys.executable)
+        for word in shlex.split(template)
+    ]
+    return [*prefix, *argv[executable_len:]]
+
+
+@dataclass
+class EngineProcess:
+    argv: list[str]
+    env_added: dict[str, str]
+    port: int
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = field(default=0.0)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, **self.env_added}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("wb")
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # so stop() reaches the engine's own children too
+            )
+        except OSError as exc:
+            raise EngineFailed(f"could not start {self.argv[0]}: {exc}") from exc
+        finally:
+            log.close()
+        self.started_at = time.monotonic()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-chars:].decode("utf-8", "replace")
+
+    def wait_healthy(self, timeout: float, cancelled: Any = None) -> None:
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if not self.alive():
+                    code = self.process.returncode if self.process else None
+                    raise EngineFailed(
+                        f"the engine exited with status {code} before it was healthy:\n"
+                        f"{self.log_tail()}"
+                    )
+                if cancelled is not None and cancelled.is_set():
+                    raise EngineFailed("cancelled while the engine was starting")
+                try:
+                    if client.get(self.base_url + "/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(HEALTH_POLL_SECONDS)
+        raise EngineFailed(
+            f"the engine did not answer /health within {timeout:.0f} s:\n{self.log_tail()}"
+        )
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            except ProcessLookupError:
+                pass
+        return self.process.returncode
+
+
+def self_report(base_url: str, engine: str) -> dict[str, Any]:
+    """The engine's own description of itself, path by path (errors recorded, not raised)."""
+    report: dict[str, Any] = {}
+    with httpx.Client(timeout=10.0) as client:
+        for path in SELF_REPORT_PATHS.get(engine, ("/v1/models",)):
+            try:
+                response = client.get(base_url + path)
+                body: Any = response.json() if response.status_code == 200 else None
+                report[path] = body if body is not None else {"status": response.status_code}
+            except (httpx.HTTPError, ValueError) as exc:
+                report[path] = {"error": str(exc)}
+    return report
+
+
+def _reported_settings(engine: str, report: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten the self-report into the keys a configuration uses, where the engine says them."""
+    if engine == "sglang":
+        info = report.get("/get_server_info")
+        return dict(info) if isinstance(info, dict) else {}
+    if engine == "llamacpp":
+        props = report.get("/props")
+        if isinstance(props, dict):
+            settings = props.get("default_generation_settings")
+            merged = dict(props)
+            if isinstance(settings, dict):
+                merged.update(settings)
+                params = settings.get("params")
+                if isinstance(params, dict):
+                    merged.update(params)
+            return merged
+    if engine == "vllm":
+        version = report.get("/version")
+        return dict(version) if isinstance(version, dict) else {}
+    return {}
+
+
+def mismatches(document: Mapping[str, Any], report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Settings the engine reports in force that differ from the frozen configuration.
+
+    Only keys the engine reports under the configuration's own name are compared (the seeds'
+    "read the init line first": the window in force, not the one you think you set), plus the
+    engine version against ``engine_build.version``.
+    """
+    engine = str(document.get("engine", ""))
+    reported = _reported_settings(engine, report)
+    found: list[dict[str, Any]] = []
+    wanted_version = (document.get("engine_build") or {}).get("version")
+    seen_version = reported.get("version")
+    if wanted_version and seen_version and str(seen_version) != str(wanted_version):
+        found.append(
+            {
+                "path": "/engine_build/version",
+                "configured": wanted_version,
+                "reported": seen_version,
+            }
+        )
+    for section in ("target", "proposal"):
+        for key, value in (document.get(section) or {}).items():
+            if key in reported and reported[key] != value and not isinstance(value, dict | list):
+                found.append(
+                    {"path": f"/{section}/{key}", "configured": value, "reported": reported[key]}
+                )
+    return found

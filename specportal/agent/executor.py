@@ -1,0 +1,286 @@
+"""Executing one run on this host: claim → engine → warm up → load → upload (DESIGN §5)."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+from specportal import __version__
+from specportal.agent.client import ClaimConflict, PortalClient, PortalError
+from specportal.agent.engine import (
+    CACHE_RESET,
+    DEFAULT_HEALTH_TIMEOUT_SECONDS,
+    EngineFailed,
+    EngineProcess,
+    apply_template,
+    free_port,
+    mismatches,
+    self_report,
+)
+
+log = logging.getLogger(__name__)
+
+ENVELOPE_SCHEMA: Final = 1
+DEFAULT_HEARTBEAT_SECONDS: Final = 15.0
+UPLOAD_ATTEMPTS: Final = 5
+UPLOAD_RETRY_SECONDS: Final = 2.0
+
+# A benchmark runner: (run spec, base URL, cancel event) → the load generator's result JSON.
+Runner = Callable[[Mapping[str, Any], str, threading.Event], dict[str, Any]]
+
+
+@dataclass
+class AgentSettings:
+    host: str
+    portal_url: str
+    token: str
+    command_template: str | None = None
+    work_dir: Path = field(default_factory=lambda: Path("var/agent"))
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS
+    engines: dict[str, list[str]] = field(default_factory=dict)
+
+
+def gpu_inventory() -> list[dict[str, str]]:
+    """GPUs from ``nvidia-smi`` when present (empty on machines without one)."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        done = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,memory.total,driver_version",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in done.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            gpus.append({"name": parts[0], "memory_mib": parts[1], "driver": parts[2]})
+    return gpus
+
+
+def inventory(settings: AgentSettings) -> dict[str, Any]:
+    return {
+        "agent_version": __version__,
+        "hostname": platform.node(),
+        "gpus": gpu_inventory(),
+        "engines": settings.engines,
+    }
+
+
+class Heartbeat:
+    """Beats every ``interval`` seconds in a thread: host liveness, and the run's lease."""
+
+    def __init__(self, client: PortalClient, settings: AgentSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._inventory = inventory(settings)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._current: dict[str, int] | None = None
+        self.cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="agent-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def set_current(self, run_id: int | None, attempt: int | None = None) -> None:
+        with self._lock:
+            self._current = None if run_id is None else {"id": run_id, "attempt": attempt or 0}
+            self.cancelled = threading.Event()
+        self.beat()
+
+    def beat(self) -> None:
+        with self._lock:
+            current, cancelled = self._current, self.cancelled
+        try:
+            answer = self._client.heartbeat(inventory=self._inventory, current_run=current)
+        except PortalError as exc:
+            log.warning("heartbeat failed: %s", exc)
+            return
+        if current and answer.get("cancel_requested"):
+            cancelled.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._settings.heartbeat_seconds):
+            self.beat()
+
+
+def default_runner(
+    spec: Mapping[str, Any], base_url: str, cancelled: threading.Event
+) -> dict[str, Any]:
+    """The built-in load generator, configured from the run's workload and load level."""
+    from specportal.agent.bench import run_load
+
+    return run_load(spec, base_url, cancelled)
+
+
+class Executor:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        client: PortalClient,
+        heartbeat: Heartbeat,
+        runner: Runner = default_runner,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.heartbeat = heartbeat
+        self.runner = runner
+
+    def execute(self, run_id: int, attempt: int) -> str:
+        """Run one attempt; returns the outcome uploaded (or ``"skipped"`` on a lost claim)."""
+        try:
+            spec = self.client.claim(run_id, attempt)
+        except ClaimConflict as exc:
+            log.info("run %s attempt %s not claimed: %s", run_id, attempt, exc)
+            return "skipped"
+        self.heartbeat.set_current(run_id, attempt)
+        try:
+            envelope = self._run(spec, attempt)
+            self._upload(run_id, attempt, envelope)
+            return str(envelope["outcome"])
+        finally:
+            self.heartbeat.set_current(None)
+
+    def _progress(self, spec: Mapping[str, Any], attempt: int, phase: str, **details: Any) -> None:
+        try:
+            answer = self.client.progress(int(spec["id"]), attempt, phase=phase, details=details)
+        except PortalError as exc:
+            log.warning("progress report failed: %s", exc)
+            return
+        if answer.get("cancel_requested"):
+            self.heartbeat.cancelled.set()
+
+    def _run(self, spec: Mapping[str, Any], attempt: int) -> dict[str, Any]:
+        config = spec["configuration"]
+        document = config["document"]
+        engine_name = str(config["engine"])
+        cancelled = self.heartbeat.cancelled
+        envelope: dict[str, Any] = {
+            "schema": ENVELOPE_SCHEMA,
+            "run": spec["id"],
+            "attempt": attempt,
+            "outcome": "failed",
+            "error": None,
+            "engine": {},
+            "result": None,
+        }
+        engine: EngineProcess | None = None
+        try:
+            if spec["host"]["mode"] == "managed":
+                engine = self._engine_for(spec)
+                envelope["engine"].update(command=engine.argv, env=engine.env_added)
+                self._progress(
+                    spec,
+                    attempt,
+                    "engine_starting",
+                    command=engine.argv,
+                    engine_env=engine.env_added,
+                )
+                engine.start()
+                engine.wait_healthy(self.settings.health_timeout_seconds, cancelled)
+                base_url = engine.base_url
+            else:
+                base_url = str(spec["host"]["base_url"]).rstrip("/")
+            report = self_report(base_url, engine_name)
+            found = mismatches(document, report)
+            envelope["engine"].update(report=report, mismatches=found)
+            self._progress(spec, attempt, "engine_started", engine_report=report, mismatches=found)
+            if spec["experiment"]["cache_policy"] == "reset_cache":
+                self._reset_cache(base_url, engine_name)
+            self._progress(spec, attempt, "running")
+            result = self.runner(spec, base_url, cancelled)
+            envelope["result"] = result
+            engine_died = engine is not None and not engine.alive()
+            if cancelled.is_set():
+                envelope["outcome"] = "cancelled"
+            elif engine_died or _incomplete(result):
+                envelope["outcome"] = "incomplete"
+                envelope["error"] = (
+                    "the engine exited during the run"
+                    if engine_died
+                    else f"incomplete: {result.get('incomplete_reason')}"
+                )
+            else:
+                envelope["outcome"] = "done"
+        except EngineFailed as exc:
+            envelope["outcome"] = "cancelled" if cancelled.is_set() else "failed"
+            envelope["error"] = str(exc)
+        except Exception as exc:  # the run fails with the reason; the agent stays up
+            log.exception("run %s failed", spec["id"])
+            envelope["outcome"] = "failed"
+            envelope["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            if engine is not None:
+                engine.stop()
+                envelope["engine"]["log_excerpt"] = engine.log_tail()
+        return envelope
+
+    def _engine_for(self, spec: Mapping[str, Any]) -> EngineProcess:
+        from specportal.agent.launching import engine_command
+
+        config = spec["configuration"]
+        port = free_port()
+        argv, env, executable_len = engine_command(config["document"], port)
+        env_added = dict(env)
+        if spec["experiment"]["cache_policy"] == "reset_cache" and config["engine"] == "vllm":
+            # vLLM serves /reset_prefix_cache only in dev mode: recorded on the run, not in the
+            # configuration.
+            env_added["VLLM_SERVER_DEV_MODE"] = "1"
+        argv = apply_template(
+            self.settings.command_template, str(config["engine"]), argv, executable_len
+        )
+        log_path = self.settings.work_dir / f"run-{spec['id']}-attempt-{spec['attempt']}.log"
+        return EngineProcess(argv=argv, env_added=env_added, port=port, log_path=log_path)
+
+    def _reset_cache(self, base_url: str, engine: str) -> None:
+        if engine not in CACHE_RESET:
+            return
+        method, path = CACHE_RESET[engine]
+        with httpx.Client(timeout=30.0) as client:
+            client.request(method, base_url + path).raise_for_status()
+
+    def _upload(self, run_id: int, attempt: int, envelope: Mapping[str, Any]) -> None:
+        for n in range(1, UPLOAD_ATTEMPTS + 1):
+            try:
+                self.client.upload_result(run_id, attempt, envelope)
+                return
+            except ClaimConflict:
+                log.warning(
+                    "run %s attempt %s: the portal no longer expects this result", run_id, attempt
+                )
+                return
+            except PortalError as exc:
+                if exc.status_code is not None and 400 <= exc.status_code < 500:
+                    log.error("run %s: result refused: %s", run_id, exc)
+                    return
+                log.warning("upload %d/%d failed: %s", n, UPLOAD_ATTEMPTS, exc)
+                time.sleep(UPLOAD_RETRY_SECONDS * n)
+
+
+def _incomplete(result: Mapping[str, Any]) -> bool:
+    """The load generator stopped before sending everything (``complete`` false)."""
+    return result.get("complete") is False

@@ -1,0 +1,74 @@
+"""The agent's Celery worker: consumes only ``host.<name>``, one run at a time (Django-free)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from celery import Celery
+
+from specportal.agent import TASK_NAME, queue_name
+from specportal.agent.client import PortalClient
+from specportal.agent.executor import AgentSettings, Executor, Heartbeat, Runner, default_runner
+
+log = logging.getLogger(__name__)
+
+
+def make_app(
+    settings: AgentSettings,
+    *,
+    broker_url: str,
+    transport_options: Mapping[str, Any] | None = None,
+    runner: Runner = default_runner,
+) -> tuple[Celery, Heartbeat]:
+    """A Celery app whose only task executes runs of this host."""
+    client = PortalClient(settings.portal_url, settings.token)
+    heartbeat = Heartbeat(client, settings)
+    executor = Executor(settings, client, heartbeat, runner)
+    app = Celery(f"specportal-agent-{settings.host}", broker=broker_url, set_as_current=False)
+    app.conf.update(
+        broker_transport_options=dict(transport_options or {}),
+        broker_connection_retry_on_startup=True,
+        # Reconnect forever: a broker restart must not end the agent.
+        broker_connection_max_retries=None,
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        # The message is acknowledged when the run ends: one in flight, no prefetching.
+        task_acks_late=True,
+        worker_prefetch_multiplier=1,
+        worker_hijack_root_logger=False,
+        task_default_queue=queue_name(settings.host),
+    )
+
+    @app.task(name=TASK_NAME, ignore_result=True)  # type: ignore[untyped-decorator]
+    def execute_run(run_id: int, attempt: int) -> str:
+        return executor.execute(int(run_id), int(attempt))
+
+    return app, heartbeat
+
+
+def run_worker(app: Celery, heartbeat: Heartbeat, host: str, loglevel: str = "INFO") -> None:
+    heartbeat.start()
+    heartbeat.beat()
+    try:
+        app.worker_main(
+            [
+                "worker",
+                "--queues",
+                queue_name(host),
+                "--pool",
+                "solo",  # one run at a time, in this process
+                "--concurrency",
+                "1",
+                "--hostname",
+                f"agent-{host}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                loglevel,
+            ]
+        )
+    finally:
+        heartbeat.stop()

@@ -1,0 +1,99 @@
+"""``specportal agent --host NAME``: the GPU-host agent (a Celery worker on ``host.NAME``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from specportal.cli import CliError
+
+HELP = "run the GPU-host agent: executes this host's benchmark runs for the portal"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", required=True, help="the host's registered name")
+    parser.add_argument(
+        "--portal",
+        default=os.environ.get("SPECPORTAL_PORTAL_URL", "http://127.0.0.1:8000"),
+        help="the portal's base URL (env SPECPORTAL_PORTAL_URL)",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the host token (default: env SPECPORTAL_HOST_TOKEN)",
+    )
+    parser.add_argument(
+        "--broker",
+        default=os.environ.get("CELERY_BROKER_URL", ""),
+        help="Celery broker URL (env CELERY_BROKER_URL); empty: the embedded filesystem broker",
+    )
+    parser.add_argument(
+        "--broker-dir",
+        type=Path,
+        default=Path(os.environ.get("SPECPORTAL_DATA_DIR", "var")) / "broker",
+        help="the embedded broker's folder (shared with the portal) when --broker is empty",
+    )
+    parser.add_argument(
+        "--command-template",
+        default=os.environ.get("SPECPORTAL_COMMAND_TEMPLATE", ""),
+        help="replace the engine's executable, e.g. '{python} -m specportal emulate --flavor "
+        "{engine}' (placeholders {python}, {engine})",
+    )
+    parser.add_argument(
+        "--engines",
+        default="{}",
+        help='installed engines and versions as JSON, e.g. \'{"vllm": ["0.30.0"]}\'',
+    )
+    parser.add_argument("--work-dir", type=Path, default=Path("var/agent"))
+    parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
+    parser.add_argument("--health-timeout", type=float, default=900.0)
+    parser.add_argument("--loglevel", default="INFO")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from specportal.agent.executor import AgentSettings
+        from specportal.agent.worker import make_app, run_worker
+    except ModuleNotFoundError as exc:
+        raise CliError(f"the agent needs 'pip install specportal[agent]' ({exc})") from exc
+    if args.token_file:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            raise CliError(f"cannot read the token file: {exc}") from exc
+    else:
+        token = os.environ.get("SPECPORTAL_HOST_TOKEN", "")
+    if not token:
+        raise CliError("no host token: use --token-file or set SPECPORTAL_HOST_TOKEN")
+    try:
+        engines = json.loads(args.engines)
+    except ValueError as exc:
+        raise CliError(f"--engines is not JSON: {exc}") from exc
+    if not isinstance(engines, dict):
+        raise CliError('--engines must be a JSON object like {"vllm": ["0.30.0"]}')
+    settings = AgentSettings(
+        host=args.host,
+        portal_url=args.portal,
+        token=token,
+        command_template=args.command_template or None,
+        work_dir=args.work_dir,
+        heartbeat_seconds=args.heartbeat_seconds,
+        health_timeout_seconds=args.health_timeout,
+        engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
+    )
+    broker, options = args.broker, {}
+    if not broker:
+        broker = "filesystem://"
+        queue = str(args.broker_dir / "queue")
+        options = {
+            "data_folder_in": queue,
+            "data_folder_out": queue,
+            "processed_folder": str(args.broker_dir / "processed"),
+            "store_processed": False,
+        }
+        Path(queue).mkdir(parents=True, exist_ok=True)
+    app, heartbeat = make_app(settings, broker_url=broker, transport_options=options)
+    run_worker(app, heartbeat, args.host, args.loglevel)
+    return 0

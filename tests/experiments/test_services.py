@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, InternalError, transaction
+from django.utils import timezone
+
+from accounts.errors import ApplicationError
+from experiments import services
+from experiments.models import Arm, Experiment, Run
+from experiments.planning import rotation
+from runs.models import GpuHost
+from runs.services import configuration_create
+from tests.experiments.conftest import BASELINE, Setup, create_kwargs
+
+
+@pytest.fixture(autouse=True)
+def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, str]]:
+    """Service tests check the database; the doorbell is recorded instead of published."""
+    published: list[tuple[int, int, str]] = []
+    monkeypatch.setattr(
+        "experiments.dispatch.publish",
+        lambda *, run_id, attempt, host: published.append((run_id, attempt, host)),
+    )
+    return published
+
+
+def test_create_refuses_arms_that_differ_beyond_the_proposal_with_the_diff(setup: Setup) -> None:
+    # given a candidate on another target revision
+    other, _ = configuration_create(
+        document={**BASELINE, "target": {**BASELINE["target"], "max_model_len": 4096}},
+        name="other target",
+    )
+    # when created without a reason, then refused with the path that differs
+    with pytest.raises(ApplicationError) as raised:
+        services.experiment_create(**create_kwargs(setup, candidates=[other], labels=None))
+    assert "/target/max_model_len" in raised.value.fields["candidates"][0]
+    # and with a reason it is allowed and the difference is recorded
+    experiment = services.experiment_create(
+        **create_kwargs(setup, candidates=[other], labels=None, arms_difference_reason="context")
+    )
+    assert experiment.arms_differences[0]["path"] == "/target/max_model_len"
+
+
+def test_create_reports_every_problem_with_its_path(setup: Setup) -> None:
+    with pytest.raises(ApplicationError) as raised:
+        services.experiment_create(
+            **create_kwargs(
+                setup,
+                loads=[{"name": "c8", "concurrency": 8, "requests": 8}],
+                objectives={
+                    "schema": 1,
+                    "objectives": [
+                        {"metric": "nope", "statistic": "p99", "op": "<=", "threshold": 1}
+                    ],
+                },
+            )
+        )
+    fields = raised.value.fields
+    assert "quiet level" in fields["loads"][0]
+    assert "objectives.objectives.0.metric" in fields
+    assert "objectives.objectives.0.loads" not in fields
+
+
+def test_plan_interleaves_arms_in_rotation_with_one_host_per_cell(setup: Setup) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup))
+    runs = services.experiment_plan(experiment=experiment)
+    assert len(runs) == 3 * 2 * 2 * 2  # arms × workloads × loads × repetitions
+    for start in range(0, len(runs), 3):
+        block = runs[start : start + 3]
+        assert [r.arm.label for r in block] == rotation(
+            ["baseline", "ngram", "eagle3"], block[0].repetition
+        )
+        assert len({r.host_id for r in block}) == 1
+
+
+def test_start_locks_objectives_and_queues_one_run_per_host(
+    setup: Setup, published: list[tuple[int, int, str]], django_capture_on_commit_callbacks: Any
+) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.experiment_start(experiment=experiment)
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.RUNNING
+    assert len(experiment.objectives_hash) == 64
+    assert experiment.locked_at is not None
+    queued = list(Run.objects.filter(status=Run.Status.QUEUED).order_by("sequence"))
+    # the first run of each host, attempt 1, published to that host's queue
+    assert {r.host.name for r in queued} == {"gpu-a", "gpu-b"}
+    assert sorted(published) == sorted((r.pk, 1, r.host.name) for r in queued)
+    for run in queued:
+        first = Run.objects.filter(host=run.host, experiment=experiment).order_by("sequence")[0]
+        assert first.pk == run.pk
+
+
+def test_locked_objectives_are_refused_by_the_service_and_by_the_database(setup: Setup) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup))
+    services.experiment_start(experiment=experiment)
+    with pytest.raises(ApplicationError):
+        services.experiment_plan(experiment=experiment)
+    # a raw UPDATE that bypasses every service is refused by the trigger
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+        Experiment.objects.filter(pk=experiment.pk).update(objectives={"schema": 1})
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+        Arm.objects.create(
+            experiment=experiment, position=9, label="late", configuration=setup.baseline
+        )
+    # the status may still move
+    Experiment.objects.filter(pk=experiment.pk).update(status=Experiment.Status.CANCELLED)
+
+
+def test_start_refuses_a_silent_or_incapable_host_with_every_reason(setup: Setup) -> None:
+    GpuHost.objects.filter(name="gpu-a").update(
+        last_heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
+    GpuHost.objects.filter(name="gpu-b").update(engines={"sglang": ["0.5.0"]}, offline=True)
+    experiment = services.experiment_create(**create_kwargs(setup))
+    with pytest.raises(ApplicationError) as raised:
+        services.experiment_start(experiment=experiment)
+    assert raised.value.status_code == 409
+    reasons = raised.value.fields
+    assert any("not alive" in m for m in reasons["hosts.gpu-a"])
+    assert any("engine vllm is not installed" in m for m in reasons["hosts.gpu-b"])
+    assert any("offline" in m and "meta-llama" in m for m in reasons["hosts.gpu-b"])
+    experiment.refresh_from_db()
+    assert experiment.locked_at is None
+    assert experiment.status == Experiment.Status.DRAFT
+
+
+def test_claim_is_conditional_and_the_reaper_requeues_once(
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
+    services.experiment_start(experiment=experiment)
+    run = Run.objects.filter(status=Run.Status.QUEUED, host__name="gpu-a").get()
+    host = run.host
+    # a wrong attempt or another host cannot claim it
+    with pytest.raises(ApplicationError) as raised:
+        services.run_claim(host=host, run_id=run.pk, attempt=2)
+    assert raised.value.status_code == 409
+    with pytest.raises(ApplicationError):
+        services.run_claim(host=setup.hosts[1], run_id=run.pk, attempt=1)
+    services.run_claim(host=host, run_id=run.pk, attempt=1)
+    with pytest.raises(ApplicationError):
+        services.run_claim(host=host, run_id=run.pk, attempt=1)
+    # when the lease runs out, the run is re-queued as attempt 2
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert services.runs_reap_expired_leases() == 1
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (Run.Status.QUEUED, 2)
+    assert "attempt 1: lease expired" in run.error
+    # and the old attempt's result is refused
+    with pytest.raises(ApplicationError):
+        services.run_result_receive(host=host, run_id=run.pk, attempt=1, body=b"{}")
+    # a second expiry fails it for good
+    services.run_claim(host=host, run_id=run.pk, attempt=2)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.runs_reap_expired_leases()
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (Run.Status.FAILED, 2)
+    # and the host's next run is queued
+    assert Run.objects.filter(host=host, status=Run.Status.QUEUED).count() == 1
+
+
+def test_heartbeat_renews_only_the_lease_of_the_attempt_held(setup: Setup) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
+    services.experiment_start(experiment=experiment)
+    run = Run.objects.filter(status=Run.Status.QUEUED, host__name="gpu-a").get()
+    services.run_claim(host=run.host, run_id=run.pk, attempt=1)
+    soon = timezone.now() + timedelta(seconds=5)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=soon)
+    services.run_heartbeat(host=run.host, inventory={}, current_run={"id": run.pk, "attempt": 2})
+    run.refresh_from_db()
+    assert run.lease_expires_at == soon
+    answer = services.run_heartbeat(
+        host=run.host, inventory={}, current_run={"id": run.pk, "attempt": 1}
+    )
+    run.refresh_from_db()
+    assert run.lease_expires_at > soon
+    assert answer["cancel_requested"] is False
+
+
+def test_stale_queued_runs_are_published_again(
+    setup: Setup, published: list[tuple[int, int, str]], django_capture_on_commit_callbacks: Any
+) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
+    services.experiment_start(experiment=experiment)
+    published.clear()
+    Run.objects.filter(status=Run.Status.QUEUED).update(
+        queued_at=timezone.now() - timedelta(minutes=10)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.runs_republish_stale() == 2
+    assert len(published) == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.runs_republish_stale() == 0
+
+
+def test_cancel_stops_queued_runs_and_flags_running_ones(setup: Setup) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
+    services.experiment_start(experiment=experiment)
+    run = Run.objects.filter(status=Run.Status.QUEUED, host__name="gpu-a").get()
+    services.run_claim(host=run.host, run_id=run.pk, attempt=1)
+    services.experiment_cancel(experiment=experiment)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CLAIMED
+    assert run.cancel_requested
+    assert not Run.objects.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).exists()

@@ -1,0 +1,331 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from accounts import roles
+from accounts.services import api_token_rotate, user_create_or_update
+from runs.models import FrozenConfiguration, GpuHost
+from runs.services import configuration_create, host_register
+from specportal.engines.document import prepare
+from tests.runs.factories import VLLM_EAGLE3, document
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(*role_names: str) -> APIClient:
+    user = user_create_or_update(
+        username="-".join(role_names) or "nobody", password=None, role_names=role_names
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_rotate(user=user)}")
+    return client
+
+
+@pytest.fixture
+def config() -> FrozenConfiguration:
+    return configuration_create(document=VLLM_EAGLE3, name="eagle3")[0]
+
+
+@pytest.fixture
+def other(config: FrozenConfiguration) -> FrozenConfiguration:
+    return configuration_create(document=document(proposal__num_speculative_tokens=3))[0]
+
+
+@pytest.fixture
+def host() -> GpuHost:
+    return host_register(name="gpu-01", gpu_model="H100-80GB", gpu_count=1)
+
+
+# (method, url template, body, role that may do it); ``{c}`` config id, ``{o}`` other id.
+ENDPOINTS: list[tuple[str, str, dict[str, Any] | None, str]] = [
+    ("get", "/api/v1/configurations/", None, roles.VIEWER),
+    (
+        "post",
+        "/api/v1/configurations/",
+        {"document": document(proposal__num_speculative_tokens=4)},
+        roles.EXPERIMENTER,
+    ),
+    ("get", "/api/v1/configurations/{c}/", None, roles.VIEWER),
+    ("patch", "/api/v1/configurations/{c}/", {"name": "renamed"}, roles.EXPERIMENTER),
+    ("delete", "/api/v1/configurations/{o}/", None, roles.EXPERIMENTER),
+    ("get", "/api/v1/configurations/{c}/diff/?other={o}", None, roles.VIEWER),
+    ("get", "/api/v1/configurations/{c}/launch-command/", None, roles.VIEWER),
+    ("get", "/api/v1/configurations/{c}/lint/", None, roles.VIEWER),
+    ("post", "/api/v1/configurations/lint/", {"document": VLLM_EAGLE3}, roles.VIEWER),
+    ("post", "/api/v1/configurations/launch-command/", {"document": VLLM_EAGLE3}, roles.VIEWER),
+    ("post", "/api/v1/configurations/import-command/", {"command": "vllm serve m"}, roles.VIEWER),
+    ("get", "/api/v1/hosts/", None, roles.VIEWER),
+    ("post", "/api/v1/hosts/", {"name": "gpu-02"}, roles.OPERATOR),
+    ("get", "/api/v1/hosts/gpu-01/", None, roles.VIEWER),
+    ("patch", "/api/v1/hosts/gpu-01/", {"gpu_count": 8}, roles.OPERATOR),
+    ("delete", "/api/v1/hosts/gpu-01/", None, roles.OPERATOR),
+    ("post", "/api/v1/hosts/gpu-01/token/", None, roles.OPERATOR),
+    ("delete", "/api/v1/hosts/gpu-01/token/", None, roles.OPERATOR),
+    ("get", "/api/v1/schema/?format=json", None, roles.VIEWER),
+]
+WRONG_ROLE = {
+    roles.VIEWER: None,
+    roles.EXPERIMENTER: roles.VIEWER,
+    roles.OPERATOR: roles.EXPERIMENTER,
+}
+
+
+def _call(client: APIClient, method: str, url: str, body: dict[str, Any] | None) -> Any:
+    return getattr(client, method)(url, data=body, format="json")
+
+
+@pytest.mark.parametrize(("method", "url", "body", "role"), ENDPOINTS)
+def test_every_endpoint_has_the_401_403_matrix(
+    method: str,
+    url: str,
+    body: dict[str, Any] | None,
+    role: str,
+    config: FrozenConfiguration,
+    other: FrozenConfiguration,
+    host: GpuHost,
+) -> None:
+    url = url.format(c=config.pk, o=other.pk)
+    anonymous = _call(APIClient(), method, url, body)
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "not_authenticated"
+    no_role = _call(client_for(), method, url, body)
+    assert no_role.status_code == 403
+    assert no_role.json()["error"]["code"] == "permission_denied"
+    wrong = WRONG_ROLE[role]
+    if wrong is not None:
+        assert _call(client_for(wrong), method, url, body).status_code == 403
+    allowed = _call(client_for(role), method, url, body)
+    assert 200 <= allowed.status_code < 300, allowed.content
+
+
+def test_a_host_token_is_no_user_role() -> None:
+    from runs.services import host_token_issue
+
+    token = host_token_issue(host=host_register(name="gpu-09"))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Host {token}")
+    assert client.get("/api/v1/configurations/").status_code == 401
+
+
+def test_create_is_idempotent_201_then_200_created_false() -> None:
+    client = client_for(roles.EXPERIMENTER)
+    first = client.post(
+        "/api/v1/configurations/", {"document": VLLM_EAGLE3, "name": "a"}, format="json"
+    )
+    assert first.status_code == 201
+    assert first.json()["created"] is True
+    body = first.json()["configuration"]
+    assert body["config_hash"] == prepare(VLLM_EAGLE3)[1].config_hash
+    assert body["created_by"] == "experimenter"
+    again = client.post(
+        "/api/v1/configurations/",
+        {"document": document(target__tensor_parallel_size=1.0), "name": "b"},
+        format="json",
+    )
+    assert again.status_code == 200
+    assert again.json()["created"] is False
+    assert again.json()["configuration"]["id"] == body["id"]
+    assert FrozenConfiguration.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"document": document(engine="tgi")}, "document.engine"),
+        ({"document": document(proposal__method="eagle9")}, "document.proposal.method"),
+        (
+            {"document": document(proposal__num_speculative_token=3)},
+            "document.proposal.num_speculative_token",
+        ),
+        (
+            {"document": document(target__tensor_parallel_size="four")},
+            "document.target.tensor_parallel_size",
+        ),
+        ({"document": document(target__max_num_seqs=-5)}, "document.target.max_num_seqs"),
+        ({"document": document(target__max_model_len=10**12)}, "document.target.max_model_len"),
+        ({"document": "not an object"}, "document"),
+        ({"document": VLLM_EAGLE3, "labels": {"team": 3}}, "labels.team"),
+        ({"document": VLLM_EAGLE3, "config_hash": "x"}, "config_hash"),
+    ],
+)
+def test_bad_input_is_400_with_dotted_paths_and_nothing_saved(
+    body: dict[str, Any], field: str
+) -> None:
+    response = client_for(roles.EXPERIMENTER).post("/api/v1/configurations/", body, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert field in error["fields"], error
+    assert FrozenConfiguration.objects.count() == 0
+
+
+def test_did_you_mean_reaches_the_api_and_malformed_json_is_400() -> None:
+    client = client_for(roles.EXPERIMENTER)
+    response = client.post(
+        "/api/v1/configurations/",
+        {"document": document(proposal__num_speculative_token=3)},
+        format="json",
+    )
+    assert (
+        "did you mean 'num_speculative_tokens'"
+        in response.json()["error"]["fields"]["document.proposal.num_speculative_token"][0]
+    )
+    malformed = client.post(
+        "/api/v1/configurations/", data="{nope", content_type="application/json"
+    )
+    assert malformed.status_code == 400
+    assert malformed.json()["error"]["code"] == "malformed"
+    assert FrozenConfiguration.objects.count() == 0
+
+
+def test_identity_cannot_be_patched_but_name_and_labels_can(config: FrozenConfiguration) -> None:
+    client = client_for(roles.EXPERIMENTER)
+    url = f"/api/v1/configurations/{config.pk}/"
+    refused = client.patch(
+        url, {"document": document(proposal__num_speculative_tokens=2)}, format="json"
+    )
+    assert refused.status_code == 400
+    assert "immutable" in refused.json()["error"]["fields"]["document"][0]
+    assert client.patch(url, {"method": "ngram"}, format="json").status_code == 400
+    assert client.put(url, {"name": "x"}, format="json").status_code == 405
+    ok = client.patch(url, {"name": "renamed", "labels": {"team": "search"}}, format="json")
+    assert ok.status_code == 200
+    config.refresh_from_db()
+    assert (config.name, config.labels, config.method) == ("renamed", {"team": "search"}, "eagle3")
+
+
+def test_list_filters(config: FrozenConfiguration, other: FrozenConfiguration) -> None:
+    baseline = configuration_create(document=document(proposal={}), labels={"role": "baseline"})[0]
+    client = client_for(roles.VIEWER)
+    by_method = client.get("/api/v1/configurations/?method=none").json()
+    assert [row["id"] for row in by_method["results"]] == [baseline.pk]
+    by_target = client.get(f"/api/v1/configurations/?target_hash={config.target_hash}").json()
+    assert by_target["count"] == 3
+    by_label = client.get("/api/v1/configurations/?label=role=baseline").json()
+    assert [row["id"] for row in by_label["results"]] == [baseline.pk]
+    assert client.get("/api/v1/configurations/?engine=sglang").json()["count"] == 0
+    assert client.get("/api/v1/configurations/?engine=tgi").status_code == 400
+
+
+def test_diff_launch_command_and_lint_of_stored_configurations(
+    config: FrozenConfiguration, other: FrozenConfiguration
+) -> None:
+    client = client_for(roles.VIEWER)
+    differences = client.get(f"/api/v1/configurations/{other.pk}/diff/?other={config.pk}").json()
+    assert differences["differences"] == [
+        {"path": "/proposal/num_speculative_tokens", "left": 3, "right": 5}
+    ]
+    launch = client.get(f"/api/v1/configurations/{config.pk}/launch-command/?port=8100").json()
+    spec = launch["argv"][launch["argv"].index("--speculative-config") + 1]
+    assert json.loads(spec) == config.document["proposal"]
+    assert launch["env"] == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert launch["argv"][-2:] == ["--port", "8100"]
+    rules = {
+        f["rule"] for f in client.get(f"/api/v1/configurations/{other.pk}/lint/").json()["findings"]
+    }
+    assert "vllm-schedule-k-above-num-speculative-tokens" in rules
+    host_register(name="airgap", offline=True)
+    offline = client.get(f"/api/v1/configurations/{config.pk}/lint/?host=airgap").json()["findings"]
+    assert {"draft-hub-id-offline": "error"}.items() <= {
+        f["rule"]: f["severity"] for f in offline
+    }.items()
+
+
+def test_import_command_api_round_trips_with_launch_command(config: FrozenConfiguration) -> None:
+    client = client_for(roles.VIEWER)
+    launch = client.get(f"/api/v1/configurations/{config.pk}/launch-command/").json()
+    doc = config.document
+    imported = client.post(
+        "/api/v1/configurations/import-command/",
+        {
+            "command": " ".join(f"{k}={v}" for k, v in launch["env"].items())
+            + " "
+            + launch["shell"],
+            "engine_version": doc["engine_build"]["version"],
+            "sampling": doc["sampling"],
+        },
+        format="json",
+    )
+    assert imported.status_code == 200, imported.content
+    assert imported.json()["config_hash"] == config.config_hash
+    bad = client.post(
+        "/api/v1/configurations/import-command/", {"command": "ollama run x"}, format="json"
+    )
+    assert bad.status_code == 400
+    assert "command" in bad.json()["error"]["fields"]
+
+
+def test_hosts_crud_and_tokens_shown_once() -> None:
+    operator = client_for(roles.OPERATOR)
+    created = operator.post(
+        "/api/v1/hosts/",
+        {
+            "name": "gpu-07",
+            "mode": "endpoint",
+            "base_url": "http://10.0.0.7:8000",
+            "engines": {"vllm": ["0.30.0"]},
+            "offline": True,
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    assert created.json()["queue_name"] == "host.gpu-07"
+    assert operator.post("/api/v1/hosts/", {"name": "Bad_Name"}, format="json").json()["error"][
+        "fields"
+    ]["name"]
+    assert (
+        operator.post(
+            "/api/v1/hosts/", {"name": "gpu-08", "mode": "endpoint"}, format="json"
+        ).status_code
+        == 400
+    )
+    assert operator.post("/api/v1/hosts/", {"name": "gpu-07"}, format="json").status_code == 409
+    assert (
+        operator.patch("/api/v1/hosts/gpu-07/", {"name": "other"}, format="json").status_code == 400
+    )
+    issued = operator.post("/api/v1/hosts/gpu-07/token/")
+    assert issued.status_code == 201
+    token = issued.json()["token"]
+    detail = operator.get("/api/v1/hosts/gpu-07/").json()
+    assert detail["has_token"] is True
+    assert token not in json.dumps(detail)
+    assert token.startswith(detail["token_prefix"])
+    assert operator.delete("/api/v1/hosts/gpu-07/token/").status_code == 204
+    assert operator.get("/api/v1/hosts/gpu-07/").json()["has_token"] is False
+    assert operator.delete("/api/v1/hosts/gpu-07/").status_code == 204
+    assert not GpuHost.objects.filter(name="gpu-07").exists()
+    assert operator.get("/api/v1/hosts/gpu-07/").status_code == 404
+
+
+def test_openapi_schema_and_offline_docs_pages(django_user_model: type[User]) -> None:
+    user = user_create_or_update(
+        username="reader", password="a-long-password-1", role_names=[roles.VIEWER]
+    )
+    client = APIClient()
+    client.force_login(user)
+    schema = client.get("/api/v1/schema/?format=json")
+    assert schema.status_code == 200
+    assert "/api/v1/configurations/" in schema.json()["paths"]
+    for page in ("/api/v1/docs/", "/api/v1/redoc/"):
+        html = client.get(page)
+        assert html.status_code == 200
+        text = html.content.decode()
+        assert "drf_spectacular_sidecar" in text
+        assert "cdn.jsdelivr.net" not in text
+
+
+def test_a_configuration_used_by_an_experiment_cannot_be_deleted(
+    config: FrozenConfiguration,
+) -> None:
+    from experiments.models import Arm, Experiment
+
+    experiment = Experiment.objects.create(name="e", workloads=[], loads=[], objectives={})
+    Arm.objects.create(experiment=experiment, position=0, label="baseline", configuration=config)
+    response = client_for(roles.EXPERIMENTER).delete(f"/api/v1/configurations/{config.pk}/")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "protected"
+    assert FrozenConfiguration.objects.filter(pk=config.pk).exists()
