@@ -207,7 +207,7 @@ def test_phenomenon_4_draft_memory_makes_requests_wait(start_emulator: StartEmul
         stop.set()
         watcher.join()
         emu.stop()
-        return max(peaks)
+        return float(max(peaks))
 
     assert peak(target) == 0
     assert peak([*target, "--speculative-config", draft]) > 0
