@@ -112,7 +112,7 @@ def run_ours(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(name: str, out: dict[str, Any], cpu: float) -> float:
-    rate = out["chunks"] / out["span"]
+    rate = float(out["chunks"] / out["span"])
     late = np.asarray(out["lateness"]) * 1000
     print(f"{name:22} {out['chunks']:8d} chunks  {rate:9.0f} chunks/s  "
           f"cpu {cpu / out['chunks'] * 1e6:6.1f} µs/chunk  send lateness p50 "
