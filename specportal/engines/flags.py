@@ -720,8 +720,16 @@ LLAMACPP_FLAGS: Final[tuple[Flag, ...]] = (
         "bool",
         negations=("--no-cont-batching", "-nocb"),
     ),
-    _f("--mmap", "mmap", "target", "bool", negations=("--no-mmap",)),
-    _f("--mlock", "mlock", "target", "bool"),
+    # The pinned build has no --mmap/--no-mmap/--mlock ("error: invalid argument"): model loading
+    # is one option, checked against the real binary (tests/specportal/realengine).
+    _f(
+        "--load-mode -lm",
+        "load_mode",
+        "target",
+        "choice",
+        choices=("auto", "none", "mmap", "mlock", "mmap+mlock", "dio"),
+        default="auto",
+    ),
     _f("--jinja", "jinja", "target", "bool", negations=("--no-jinja",)),
     _f("--seed -s", "seed", "target", "int"),
     _f("--cache-reuse", "cache_reuse", "target", "int", minimum=0),
@@ -778,13 +786,6 @@ LLAMACPP_FLAGS: Final[tuple[Flag, ...]] = (
     _f("--spec-draft-device -devd", "spec_draft_device", "proposal", "str"),
     _f("--spec-draft-type-k -ctkd", "spec_draft_type_k", "proposal", "str"),
     _f("--spec-draft-type-v -ctvd", "spec_draft_type_v", "proposal", "str"),
-    _f(
-        "--spec-draft-ctx-size -cd --ctx-size-draft",
-        "spec_draft_ctx_size",
-        "proposal",
-        "int",
-        minimum=0,
-    ),
     _f("--spec-synth-len", "spec_synth_len", "proposal", "float", minimum=0),
     _f(
         "--spec-synth-rates",
