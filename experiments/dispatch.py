@@ -30,10 +30,10 @@ def publish_on_commit(*, run_id: int, attempt: int, host: str) -> None:
 
 
 def ingest(*, upload_id: int) -> None:
-    """Hand an upload to a portal worker (the ``portal`` queue)."""
-    from experiments.tasks import upload_ingest_task
+    """Hand an upload to a portal worker (the default ``portal`` queue)."""
+    from specportal.celery_app import app
 
     try:
-        upload_ingest_task.delay(upload_id)
+        app.send_task("experiments.upload_ingest_task", args=[upload_id])
     except Exception:  # the beat task picks up uploads nobody ingested
         log.exception("could not publish the ingestion of upload %s", upload_id)
