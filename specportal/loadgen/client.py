@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -22,26 +23,42 @@ from specportal.loadgen.sse import split_events
 _ERROR_BODY_LIMIT = 500
 
 
+@dataclass
+class RawStream:
+    """What the timing loop keeps: each network read and its ``perf_counter()`` arrival."""
+
+    times: list[float] = field(default_factory=list)
+    reads: list[bytes] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(len(r) for r in self.reads)
+
+
 async def stream_request(
     session: aiohttp.ClientSession,
     url: str,
     body: bytes,
     headers: dict[str, str],
-    kind: EndpointKind,
     record: RequestRecord,
     t0: float,
+    raw: RawStream,
 ) -> None:
-    """Send ``body``, read the stream, and fill ``record`` (never raises except cancellation)."""
-    times: list[float] = []
-    reads: list[bytes] = []
+    """Send ``body`` and read the stream into ``raw``; transport errors go into ``record``.
+
+    Never raises except cancellation. The stream is interpreted later by ``finish_record``, so
+    that parsing never delays the timestamps of other streams still in flight.
+    """
+    times = raw.times
+    reads = raw.reads
     perf = time.perf_counter
     record.sent = perf() - t0
     try:
         async with session.post(url, data=body, headers=headers) as resp:
             record.http_status = resp.status
             if resp.status != 200:
-                raw = await resp.content.read(_ERROR_BODY_LIMIT)
-                detail = raw.decode("utf-8", errors="replace").strip()
+                error_body = await resp.content.read(_ERROR_BODY_LIMIT)
+                detail = error_body.decode("utf-8", errors="replace").strip()
                 record.error_kind = "http_status"
                 record.error_message = f"HTTP {resp.status} {resp.reason or ''}".strip() + (
                     f": {detail}" if detail else ""
@@ -54,10 +71,11 @@ async def stream_request(
                     break
                 times.append(perf())
                 reads.append(data)
+            if times:
+                record.done_time = times[-1] - t0
     except asyncio.CancelledError:
         record.error_kind = "cancelled"
         record.error_message = "interrupted while in flight"
-        _finish(record, kind, times, reads, t0)
         raise
     except aiohttp.ClientConnectorError as exc:
         record.error_kind = "connection_refused"
@@ -75,12 +93,11 @@ async def stream_request(
     except Exception as exc:  # the record says what happened; the run goes on
         record.error_kind = "client_error"
         record.error_message = f"{type(exc).__name__}: {exc}"
-    _finish(record, kind, times, reads, t0)
 
 
-def _finish(
-    record: RequestRecord, kind: EndpointKind, times: list[float], reads: list[bytes], t0: float
-) -> None:
+def finish_record(record: RequestRecord, kind: EndpointKind, raw: RawStream, t0: float) -> None:
+    """Split and parse the raw stream into the record's chunks, tokens, usage and outcome."""
+    times, reads = raw.times, raw.reads
     record.read_count = len(reads)
     if reads:
         record.done_time = times[-1] - t0

@@ -36,7 +36,7 @@ import numpy as np
 from specportal import __version__
 from specportal.loadgen import acceptance as acc
 from specportal.loadgen.arrivals import schedule, schedule_for_duration
-from specportal.loadgen.client import request_headers, stream_request
+from specportal.loadgen.client import RawStream, finish_record, request_headers, stream_request
 from specportal.loadgen.config import BenchConfig
 from specportal.loadgen.endpoints import RequestSpec, build_body
 from specportal.loadgen.records import RequestRecord
@@ -56,6 +56,8 @@ class StopFlag(Protocol):
 LAG_INTERVAL = 0.01  # the event-loop lag probe's period (s)
 FELL_BEHIND_SEND_LATENESS = 0.005  # p99 send lateness above this says the client fell behind
 FELL_BEHIND_LOOP_LAG = 0.020
+# Raw streams kept for parsing after the run; past this, finished streams are parsed as they end.
+RAW_BUDGET_BYTES = 256 * 1024 * 1024
 
 
 class PreflightError(RuntimeError):
@@ -233,6 +235,8 @@ class _Run:
         self.shard, self.shards = shard
         self._unsent: list[int] = []
         self.on_stop: Callable[[], None] | None = None
+        self._raw: list[tuple[RequestRecord, RawStream, float]] = []
+        self._raw_bytes = 0
 
     def _body(self, item: WorkItem) -> bytes:
         spec = RequestSpec(
@@ -287,21 +291,34 @@ class _Run:
             headers = request_headers(
                 self.headers, record.request_id, item.category, self.config.send_category_header
             )
-            await stream_request(
-                session,
-                self.config.url,
-                self._body(item),
-                headers,
-                self.config.endpoint_kind,
-                record,
-                t0,
-            )
+            raw = RawStream()
+            try:
+                await stream_request(
+                    session, self.config.url, self._body(item), headers, record, t0, raw
+                )
+            finally:
+                self._keep_raw(record, raw, t0)
             if not record.warmup:
                 # Before the slot is released, so a stop decided here holds the next request.
                 self._after(record)
         finally:
             if sem is not None:
                 sem.release()
+
+    def _keep_raw(self, record: RequestRecord, raw: RawStream, t0: float) -> None:
+        """Parse later, off the timing loop, unless the kept bytes outgrow the budget."""
+        size = raw.size
+        if self._raw_bytes + size > RAW_BUDGET_BYTES:
+            finish_record(record, self.config.endpoint_kind, raw, t0)
+            return
+        self._raw_bytes += size
+        self._raw.append((record, raw, t0))
+
+    def finish_all(self) -> None:
+        for record, raw, t0 in self._raw:
+            finish_record(record, self.config.endpoint_kind, raw, t0)
+        self._raw.clear()
+        self._raw_bytes = 0
 
     def _not_sent(self, record: RequestRecord) -> None:
         record.error_kind = "not_sent"
@@ -315,8 +332,10 @@ class _Run:
             self.stop(f"server unreachable: {record.error_message}")
             return
         limit = self.config.abort_after_identical_failures
-        finished = [r for r in self.records if r.sent and (r.success or r.error_kind)]
-        if limit and len(finished) == limit and not any(r.success for r in finished):
+        # Streams are parsed after the run: a finished record without a transport error counts
+        # as a success here (a wrong endpoint shows up as an HTTP status or a refused connection).
+        finished = [r for r in self.records if r.sent and (r.done_time is not None or r.error_kind)]
+        if limit and len(finished) == limit and all(r.error_kind for r in finished):
             signatures = {(r.error_kind, r.http_status, r.error_message) for r in finished}
             if len(signatures) == 1:
                 self.aborted = (
@@ -470,7 +489,9 @@ async def _main(
             loop.add_signal_handler(signal.SIGINT, run.stop, "interrupted (Ctrl-C)")
             sigint_installed = True
     limit = run._cap() or 0
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
+    connector = aiohttp.TCPConnector(
+        limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
+    )
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     watcher = asyncio.create_task(run.watch_external_stop())
     monitor = _Monitor()
@@ -493,6 +514,7 @@ async def _main(
                 scraper.start()
             await run.dispatch(session, t0)
             await monitor.stop()
+            run.finish_all()
             if scraper is not None:
                 scraper.stop()
                 await asyncio.to_thread(scraper.scrape, "after")
@@ -634,15 +656,26 @@ def _run_sharded(
     )
 
 
+def closes_after_stream(config: BenchConfig) -> bool:
+    """True for llama-server: it closes the connection after each streamed response while
+    advertising keep-alive, so an immediately reused connection fails ("Can not write request
+    body") on every other request (measured on the pinned build, tests/specportal/realengine).
+    A fresh connection per request costs a loopback connect; both arms of a comparison pay it."""
+    return config.engine == "llamacpp" or config.endpoint_kind.startswith("llamacpp")
+
+
 async def _warmup_only(
     config: BenchConfig, items: list[WorkItem], model: str | None, headers: dict[str, str]
 ) -> list[RequestRecord]:
     run = _Run(config, items, model, headers, None, None)
     limit = config.max_concurrency or 0
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+    connector = aiohttp.TCPConnector(
+        limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
+    )
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await run.warmup(session)
+    run.finish_all()
     return run.warmups
 
 
