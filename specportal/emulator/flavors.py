@@ -33,7 +33,8 @@ def configure(
     if flavor == "vllm":
         from specportal.emulator import vllm
 
-        values["speculative_config"] = parsed.proposal or None
+        # vLLM's proposal is the --speculative-config object; its "model" is the draft's.
+        values = {**parsed.server, **parsed.target, "speculative_config": parsed.proposal or None}
         return vllm.build_config(values, emu), vllm.make_app
     if flavor == "sglang":
         from specportal.emulator import sglang

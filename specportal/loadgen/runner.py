@@ -489,7 +489,9 @@ async def _main(
             loop.add_signal_handler(signal.SIGINT, run.stop, "interrupted (Ctrl-C)")
             sigint_installed = True
     limit = run._cap() or 0
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
+    connector = aiohttp.TCPConnector(
+        limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
+    )
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     watcher = asyncio.create_task(run.watch_external_stop())
     monitor = _Monitor()
@@ -654,12 +656,22 @@ def _run_sharded(
     )
 
 
+def closes_after_stream(config: BenchConfig) -> bool:
+    """True for llama-server: it closes the connection after each streamed response while
+    advertising keep-alive, so an immediately reused connection fails ("Can not write request
+    body") on every other request (measured on the pinned build, tests/specportal/realengine).
+    A fresh connection per request costs a loopback connect; both arms of a comparison pay it."""
+    return config.engine == "llamacpp" or config.endpoint_kind.startswith("llamacpp")
+
+
 async def _warmup_only(
     config: BenchConfig, items: list[WorkItem], model: str | None, headers: dict[str, str]
 ) -> list[RequestRecord]:
     run = _Run(config, items, model, headers, None, None)
     limit = config.max_concurrency or 0
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+    connector = aiohttp.TCPConnector(
+        limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
+    )
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await run.warmup(session)
