@@ -778,6 +778,14 @@ class LlamaApp:
         metric(
             "prompt_tokens_total", "counter", "Number of prompt tokens processed.", prompt_tokens
         )
+        # Present in the pinned build even when nothing was cached (checked against the real
+        # server by tests/specportal/realengine/test_emulator_vs_real.py).
+        metric(
+            "prompt_tokens_cached_total",
+            "counter",
+            "Number of prompt tokens reused from the cache",
+            sum(s.prefix_cache_hits for s in stats),
+        )
         metric("prompt_seconds_total", "counter", "Prompt process time", prompt_s)
         metric(
             "tokens_predicted_total", "counter", "Number of generation tokens processed.", predicted
@@ -797,7 +805,7 @@ class LlamaApp:
         )
         metric(
             "n_busy_slots_per_decode",
-            "counter",
+            "gauge",
             "Average number of busy slots per llama_decode() call",
             1.0,
         )

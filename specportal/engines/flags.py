@@ -81,6 +81,12 @@ class Flag:
     removed_message: str | None = None
     default: str | None = None  # documentation only; never filled into documents
     positional: bool = False  # vLLM's ``vllm serve MODEL``
+    # ``int``: the command line also takes vLLM's human-readable sizes ("32k" = 32000,
+    # "32K" = 32768, "1m" / "1M"), as ``--max-model-len`` does.
+    human_readable: bool = False
+    # ``str``: a whole number is accepted and stored as its string (llama.cpp's ``-ngl 99``, which
+    # also takes ``auto`` and ``all``), so 99 and "99" are the same configuration.
+    numbers_as_text: bool = False
 
     @property
     def flag(self) -> str:
@@ -236,7 +242,15 @@ VLLM_FLAGS: Final[tuple[Flag, ...]] = (
         "bool",
         negations=("--no-enable-expert-parallel",),
     ),
-    _f("--max-model-len", "max_model_len", "target", "int", minimum=1, maximum=10_000_000),
+    _f(
+        "--max-model-len",
+        "max_model_len",
+        "target",
+        "int",
+        minimum=1,
+        maximum=10_000_000,
+        human_readable=True,
+    ),
     _f(
         "--gpu-memory-utilization",
         "gpu_memory_utilization",
@@ -702,7 +716,7 @@ LLAMACPP_FLAGS: Final[tuple[Flag, ...]] = (
     _f("--threads-batch -tb", "threads_batch", "target", "int", minimum=1, maximum=4096),
     _f("--batch-size -b", "batch_size", "target", "int", minimum=1, default="2048"),
     _f("--ubatch-size -ub", "ubatch_size", "target", "int", minimum=1, default="512"),
-    _f("--gpu-layers --n-gpu-layers -ngl", "gpu_layers", "target", "str"),
+    _f("--gpu-layers --n-gpu-layers -ngl", "gpu_layers", "target", "str", numbers_as_text=True),
     _f(
         "--flash-attn -fa",
         "flash_attn",
@@ -782,7 +796,7 @@ LLAMACPP_FLAGS: Final[tuple[Flag, ...]] = (
         default="0.10",
     ),
     _f("--spec-draft-threads -td", "spec_draft_threads", "proposal", "int", minimum=1),
-    _f("--spec-draft-ngl -ngld", "spec_draft_ngl", "proposal", "str"),
+    _f("--spec-draft-ngl -ngld", "spec_draft_ngl", "proposal", "str", numbers_as_text=True),
     _f("--spec-draft-device -devd", "spec_draft_device", "proposal", "str"),
     _f("--spec-draft-type-k -ctkd", "spec_draft_type_k", "proposal", "str"),
     _f("--spec-draft-type-v -ctvd", "spec_draft_type_v", "proposal", "str"),
@@ -950,6 +964,8 @@ def check_value(flag: Flag, value: Any) -> Any:
             raise ValueProblem(f"must be true or false, not {_describe(value)}")
         return value
     if kind == "str":
+        if flag.numbers_as_text and _is_int(value):
+            return str(value)
         if not isinstance(value, str) or not value:
             raise ValueProblem(f"must be a non-empty string, not {_describe(value)}")
         return value
@@ -1043,7 +1059,7 @@ def parse_text_value(flag: Flag, text: str) -> Any:
     kind = flag.type
     try:
         if kind == "int":
-            return int(text)
+            return _human_int(text) if flag.human_readable else int(text)
         if kind == "float":
             number = float(text)
             return int(number) if number.is_integer() else number
@@ -1057,6 +1073,19 @@ def parse_text_value(flag: Flag, text: str) -> Any:
     except (ValueError, json.JSONDecodeError) as exc:
         raise ValueProblem(f"invalid value {text!r} ({exc})") from None
     return text
+
+
+_SIZE_SUFFIX: Final = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def _human_int(text: str) -> int:
+    """vLLM's human-readable integers: lower-case suffixes are decimal, upper-case binary."""
+    if text and text[-1] in _SIZE_SUFFIX:
+        number = float(text[:-1]) * _SIZE_SUFFIX[text[-1]]
+        if not number.is_integer():
+            raise ValueError(f"{text!r} is not a whole number")
+        return int(number)
+    return int(text)
 
 
 def _parse_item(item_type: str, text: str) -> Any:

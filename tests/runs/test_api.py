@@ -329,3 +329,22 @@ def test_a_configuration_used_by_an_experiment_cannot_be_deleted(
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "protected"
     assert FrozenConfiguration.objects.filter(pk=config.pk).exists()
+
+
+def test_the_openapi_schema_of_this_api_has_no_warnings_or_errors() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "manage.py", "spectacular", "--validate", "--file", "/dev/null"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    mine = ("/runs/apis.py", "/accounts/views.py", "/configurations/", "/hosts/")
+    ours = [line for line in done.stderr.splitlines() if any(part in line for part in mine)]
+    assert ours == []

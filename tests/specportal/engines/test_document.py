@@ -156,3 +156,10 @@ def test_diff_uses_json_pointers_compares_lists_whole_and_keeps_absent_absent() 
         {"path": "/runtime", "left": {"env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}},
     ]
     assert diff(normalise(EAGLE3), normalise(EAGLE3)) == []
+
+
+def test_layer_counts_written_as_numbers_or_text_are_the_same_configuration() -> None:
+    base = {"schema": 1, "engine": "llamacpp", "target": {"model": "t.gguf"}}
+    as_number = prepare({**base, "target": {"model": "t.gguf", "gpu_layers": 99}})[1]
+    as_text = prepare({**base, "target": {"model": "t.gguf", "gpu_layers": "99"}})[1]
+    assert as_number.config_hash == as_text.config_hash

@@ -183,3 +183,13 @@ def test_detect_engine_by_program() -> None:
     assert detect_engine(["./build/bin/llama-server", "-m", "x"]) == "llamacpp"
     assert detect_engine(["ollama", "run"]) is None
     assert {VLLM.engine, SGLANG.engine, LLAMACPP.engine} == set(TABLES)
+
+
+def test_human_readable_lengths_and_layer_counts_parse_like_the_engines() -> None:
+    vllm = parse_engine_argv("vllm", ["m", "--max-model-len", "32k"])
+    assert vllm.target["max_model_len"] == 32000
+    assert parse_engine_argv("vllm", ["m", "--max-model-len=32K"]).target["max_model_len"] == 32768
+    with pytest.raises(EngineArgumentError):
+        parse_engine_argv("vllm", ["m", "--max-model-len", "lots"])
+    llama = parse_engine_argv("llamacpp", ["llama-server", "-m", "t.gguf", "-ngl", "all"])
+    assert llama.target["gpu_layers"] == "all"
