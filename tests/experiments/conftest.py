@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
 from accounts import roles
@@ -93,6 +93,9 @@ def register_host(name: str, **fields: Any) -> tuple[GpuHost, str]:
 
 @pytest.fixture
 def setup(db: None) -> Setup:
+    # Transactional tests flush the tables, data migrations included: recreate the role groups.
+    for role in roles.ALL_ROLES:
+        Group.objects.get_or_create(name=role)
     baseline, _ = configuration_create(document=copy.deepcopy(BASELINE), name="baseline")
     ngram, _ = configuration_create(document=copy.deepcopy(NGRAM), name="ngram")
     eagle, _ = configuration_create(document=copy.deepcopy(EAGLE), name="eagle3")

@@ -48,9 +48,8 @@ def use_broker(url: str) -> None:
 
     app.conf.broker_url = url
     app.conf.broker_transport_options = {"visibility_timeout": 6 * 3600}
-    # Drop connections and producers made for the previous broker (created lazily on next use).
-    if app._pool is not None:
-        app._pool.force_close_all()
+    # Forget the pools made for the previous broker (kombu keeps one registry per URL, so closing
+    # them would break a later switch back); new ones are created lazily on the next publish.
     app._pool = None
     app.amqp._producer_pool = None
 
@@ -73,6 +72,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 class Process:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
         self.name = name
+        log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
         self.popen = subprocess.Popen(

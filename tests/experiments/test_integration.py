@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,11 +15,14 @@ import pytest
 import redis
 
 from analysis.objectives import objectives_hash
-from experiments.models import Experiment, RequestRecord, ResultUpload
+from experiments import services
+from experiments.models import Experiment, RequestRecord, ResultUpload, Run
 from experiments.planning import rotation
-from tests.experiments.conftest import OBJECTIVES, Setup, api_as
+from runs.services import configuration_create
+from tests.experiments.conftest import NGRAM, OBJECTIVES, Setup, api_as
 from tests.experiments.harness import (
     Process,
+    private_redis,
     redis_url_for_tests,
     start_agent,
     start_portal_worker,
@@ -50,7 +56,7 @@ def _logs(processes: list[Process]) -> Any:
     return lambda: "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
 
 
-def _create(setup: Setup, **changes: Any) -> int:
+def _create(setup: Setup, lint_override_reason: str = "", **changes: Any) -> int:
     body: dict[str, Any] = {
         "name": "integration",
         "baseline": setup.baseline.pk,
@@ -70,7 +76,11 @@ def _create(setup: Setup, **changes: Any) -> int:
     created = api.post("/api/v1/experiments/", body, format="json")
     assert created.status_code == 201, created.json()
     experiment_id = int(created.json()["id"])
-    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+    started = api.post(
+        f"/api/v1/experiments/{experiment_id}/start/",
+        {"lint_override_reason": lint_override_reason},
+        format="json",
+    )
     assert started.status_code == 200, started.json()
     return experiment_id
 
@@ -132,3 +142,149 @@ def test_interleaved_experiment_runs_end_to_end_on_two_emulated_hosts(
     # speculation shows up in the candidates' counters only
     ngram = next(r for r in runs if r.arm.label == "ngram")
     assert isinstance(ngram.acceptance.get("acceptance_rate"), float)
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux /proc), to clean up an engine a killed agent left."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        text = (task / "children").read_text().split()
+        found.extend(int(p) for p in text)
+    return found
+
+
+def test_engine_that_will_not_start_or_dies_mid_run_is_recorded_and_the_host_moves_on(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    # given two candidates: one whose engine refuses a flag, one whose engine exits mid-run
+    bad, _ = configuration_create(
+        document={**NGRAM, "target": {**NGRAM["target"], "extra_args": ["--bogus-flag"]}},
+        name="bad flag",
+    )
+    dying, _ = configuration_create(
+        document={
+            **NGRAM,
+            "target": {**NGRAM["target"], "extra_args": ["--emu-fault-exit-after", "2"]},
+        },
+        name="dies",
+    )
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path))
+    experiment_id = _create(
+        setup,
+        candidates=[bad.pk, dying.pk],
+        labels=["baseline", "bad", "dies"],
+        loads=[{"name": "c1", "concurrency": 1, "requests": 6}],
+        hosts=["gpu-a"],
+        repetitions=1,
+        arms_difference_reason="fault test: engine flags differ on purpose",
+        lint_override_reason="fault test",
+    )
+    wait_for(lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes))
+    runs = {
+        r.arm.label: r
+        for r in Run.objects.filter(experiment_id=experiment_id).select_related("arm")
+    }
+    # then the refused flag fails its run with the engine's own words
+    assert runs["bad"].status == Run.Status.FAILED
+    assert "--bogus-flag" in runs["bad"].error
+    assert "--bogus-flag" in runs["bad"].log_excerpt
+    # the engine that died leaves an incomplete run with what it measured
+    assert runs["dies"].status == Run.Status.INCOMPLETE, runs["dies"].error
+    kept = RequestRecord.objects.filter(run=runs["dies"])
+    assert kept.filter(success=True).count() >= 2
+    assert kept.filter(success=False).exists() or (runs["dies"].requests_total or 0) < 6
+    # and the host went on with the baseline (continue policy)
+    assert runs["baseline"].status == Run.Status.DONE
+    assert Experiment.objects.get(pk=experiment_id).status == Experiment.Status.DONE
+
+
+def test_killed_agent_loses_its_lease_and_the_run_is_requeued_once_without_duplicates(
+    setup: Setup,
+    live_server: Any,
+    broker: str,
+    processes: list[Process],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(services, "LEASE_SECONDS", 4)
+    processes.append(start_portal_worker(broker, tmp_path))
+    agent = start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path)
+    processes.append(agent)
+    experiment_id = _create(
+        setup,
+        candidates=[setup.ngram.pk],
+        labels=["baseline", "ngram"],
+        loads=[{"name": "c1", "concurrency": 1, "requests": 25}],
+        hosts=["gpu-a"],
+        repetitions=1,
+    )
+    first = Run.objects.get(experiment_id=experiment_id, sequence=1)
+    wait_for(
+        lambda: Run.objects.filter(
+            pk=first.pk, status=Run.Status.RUNNING, progress__phase="running"
+        ).exists(),
+        60,
+        "the first run to be measuring",
+        _logs(processes),
+    )
+    # when the agent is killed mid-run (its engine is left behind, as on a real host)
+    orphans = _children(agent.popen.pid)
+    agent.kill(signal.SIGKILL)
+    for pid in orphans:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    # then the lease expires and the reaper re-queues the run once, as attempt 2
+    wait_for(lambda: services.runs_reap_expired_leases() > 0, 30, "the lease to expire")
+    first.refresh_from_db()
+    assert (first.status, first.attempt) == (Run.Status.QUEUED, 2)
+    # a fresh agent picks attempt 2 up and the experiment completes
+    processes.append(
+        start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path / "again")
+    )
+    wait_for(lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes))
+    first.refresh_from_db()
+    assert (first.status, first.attempt, first.result_attempt) == (Run.Status.DONE, 2, 2)
+    assert "attempt 1: lease expired" in first.error
+    assert RequestRecord.objects.filter(run=first).count() == 25
+    assert list(ResultUpload.objects.filter(run=first).values_list("attempt", flat=True)) == [2]
+
+
+def test_a_restarted_broker_loses_nothing_queued(
+    setup: Setup,
+    live_server: Any,
+    processes: list[Process],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with private_redis() as (url, restart):
+        use_broker(url)
+        processes.append(start_portal_worker(url, tmp_path))
+        # given runs queued while no agent listens
+        experiment_id = _create(
+            setup,
+            candidates=[setup.ngram.pk],
+            labels=["baseline", "ngram"],
+            loads=[{"name": "c1", "concurrency": 1, "requests": 2}],
+            hosts=["gpu-a"],
+            repetitions=1,
+        )
+        assert (
+            Run.objects.filter(experiment_id=experiment_id, status=Run.Status.QUEUED).count() == 1
+        )
+        # when Redis restarts without persistence, its messages are gone
+        restart()
+        assert redis.Redis.from_url(url).dbsize() == 0
+        processes.append(
+            start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, url, tmp_path)
+        )
+        # then the stale-message beat task publishes the queued run again and all runs finish
+        monkeypatch.setattr(services, "STALE_QUEUED_SECONDS", 0)
+        assert services.runs_republish_stale() == 1
+        wait_for(
+            lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes)
+        )
+        statuses = set(
+            Run.objects.filter(experiment_id=experiment_id).values_list("status", flat=True)
+        )
+        assert statuses == {Run.Status.DONE}
