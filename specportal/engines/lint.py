@@ -273,12 +273,23 @@ def _extra_args(ctx: _Context) -> None:
         if flag is None:
             continue
         if flag.removed:
-            if ctx.engine == "llamacpp":
+            if ctx.engine == "llamacpp" and ctx.version_known:
                 ctx.add(
                     "removed-flag",
                     "error",
                     f"{name} was removed from llama.cpp: the server exits with "
                     f"{flag.removed_message!r}; use {flag.renamed_to}",
+                    source,
+                )
+            elif ctx.engine == "llamacpp":
+                # Older builds took the old flag generation; the tables describe the pinned one.
+                ctx.add(
+                    "removed-flag",
+                    "warning",
+                    f"{name} is removed in the pinned llama.cpp build "
+                    f"({flagmod.LLAMACPP_PINNED_VERSION}), which exits with "
+                    f"{flag.removed_message!r}; this build is unknown, so check it: the new "
+                    f"spelling is {flag.renamed_to}",
                     source,
                 )
             elif flagmod.version_in_range(ctx.version, None, flag.until) is not True:

@@ -194,6 +194,9 @@ def test_llamacpp_p_min_window_synthetic_and_removed_flags() -> None:
     removed = next(f for f in lint(doc) if f.rule == "removed-flag")
     assert removed.severity == "error"
     assert "--spec-draft-n-max" in removed.message
+    doc["engine_build"]["version"] = "0.3.2+1a2b3c4"
+    assert rules(doc)["removed-flag"] == "warning"
+    assert rules(doc)["engine-version-unknown"] == "warning"
 
 
 def test_pins_and_hub_ids_on_offline_hosts() -> None:
