@@ -279,6 +279,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             headers=_pairs(args.header, "--header"),
             request_id_prefix=args.request_id_prefix,
             send_category_header=not args.no_category_header,
+            chunk_token_options=not args.no_chunk_token_options,
             percentile_method=args.percentile_method,
             percentile_metrics=percentile_metrics,
             metric_percentiles=_floats(args.metric_percentiles, "--metric-percentiles"),
