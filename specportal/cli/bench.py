@@ -126,6 +126,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--no-category-header", action="store_true", help="do not send X-SpecPortal-Category"
     )
+    data.add_argument(
+        "--no-chunk-token-options",
+        action="store_true",
+        help="do not ask for per-chunk token counts (continuous usage, llama.cpp return_tokens): "
+        "tokens per chunk become unknown",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument(
