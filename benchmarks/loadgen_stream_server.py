@@ -17,6 +17,8 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import signal
+import sys
 import time
 from typing import Any
 
@@ -98,7 +100,9 @@ def main() -> None:
     if args.processes == 1:
         serve(args.port)
         return
-    procs = [multiprocessing.Process(target=serve, args=(args.port, True))
+    # SIGTERM exits through atexit, which terminates the daemonic server processes too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    procs = [multiprocessing.Process(target=serve, args=(args.port, True), daemon=True)
              for _ in range(args.processes)]  # fmt: skip
     for p in procs:
         p.start()

@@ -70,7 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     target.add_argument("--model", default=None)
     target.add_argument("--served-model-name", default=None)
-    target.add_argument("--tokenizer", default=None, help="accepted for compatibility; unused")
+    target.add_argument(
+        "--tokenizer",
+        default=None,
+        help="recorded as tokenizer_id in the vLLM-layout file (not loaded)",
+    )
     target.add_argument("--header", action="append", default=[], metavar="KEY=VALUE")
     target.add_argument("--request-id-prefix", default="specportal-")
     target.add_argument("--request-timeout", type=float, default=6 * 60 * 60.0)
@@ -253,6 +257,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             backend=args.backend,
             model=args.model,
             served_model_name=args.served_model_name,
+            tokenizer=args.tokenizer,
             num_prompts=args.num_prompts,
             duration=args.duration,
             max_concurrency=args.max_concurrency,

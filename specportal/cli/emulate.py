@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specportal.emulator import options
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
+    parser.epilog = EPILOG + _engine_flag_listing()
     parser.add_argument(
         "--flavor",
         choices=FLAVORS,
@@ -46,6 +46,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which engine to emulate: vllm, sglang or llamacpp",
     )
     options.add_arguments(parser)
+
+
+def _engine_flag_listing() -> str:
+    """Every engine flag each flavor accepts, from the flag tables (one source of truth)."""
+    import textwrap
+
+    from specportal.engines.flags import TABLES
+
+    parts = ["\nengine flags accepted per flavor (from specportal.engines.flags):"]
+    for flavor in FLAVORS:
+        names: list[str] = []
+        for flag in TABLES[flavor].flags:
+            if flag.removed:
+                continue
+            spelled = "|".join(flag.names) if flag.names else flag.key
+            names.append(f"{spelled} (positional)" if flag.positional else spelled)
+        body = textwrap.fill(
+            ", ".join(names),
+            width=96,
+            initial_indent="    ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        parts.append(f"  {flavor}:\n{body}")
+    return "\n".join(parts) + "\n"
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

@@ -626,7 +626,7 @@ class LlamaApp:
                     400,
                     str(exc),
                     "exceed_context_size_error",
-                    n_prompt_tokens=exc.param,
+                    n_prompt_tokens=int(exc.param or 0),
                     n_ctx=self.config.settings["n_ctx_slot"],
                 )
             return _error(exc.status, str(exc), "invalid_request_error")

@@ -187,7 +187,7 @@ class StreamSink:
         data = self.render(seq, new_ids, seq.finished)
         self.chunks += 1
         faults = self.server.config.faults
-        if self.fail_in_stream and self.chunks >= 2:
+        if self.fail_in_stream:
             self._end_with_error(data)
             return
         if self.drop and self.chunks >= faults.drop_after_chunks:

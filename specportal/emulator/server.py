@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -124,8 +125,10 @@ class EmulatorServer:
     # --- steps and stats --------------------------------------------------------------------
 
     def _on_step(self, engine: Engine, scheduled: float, actual: float) -> None:
+        # Lateness of the step start against the absolute schedule (an early start, by design
+        # at most TIMER_LEAD, counts as on time).
         if engine.steps and len(self.lateness) < self.max_lateness_samples:
-            self.lateness.append((actual - scheduled) * self.config.time_scale)
+            self.lateness.append(max(0.0, (actual - scheduled) * self.config.time_scale))
         for hook in self.on_step_hooks:
             hook(engine)
 
@@ -199,6 +202,12 @@ async def _log_loop(interval: float, log_stats: Callable[[], None]) -> None:
 
 
 def run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]) -> int:
+    # Start-up objects (modules, tables, the tokenizer) never die: keep them out of the
+    # collector's scans, and collect the young generation less often, so that a full collection
+    # does not stall a step (measured: one gen-2 pass took 56 ms under 256 streams).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 100)
     try:
         import uvloop
     except ImportError:

@@ -192,6 +192,8 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         "enable_metrics": bool(args.get("enable_metrics")),
         "decode_log_interval": int(args.get("decode_log_interval") or 40),
         "incremental_streaming_output": bool(args.get("incremental_streaming_output")),
+        # Accepted and reported; the emulator does not switch steps adaptively (README).
+        "speculative_adaptive": bool(args.get("speculative_adaptive")),
         "host": args.get("host") or "127.0.0.1",
         "port": int(args.get("port") or 30000),
         **in_force,

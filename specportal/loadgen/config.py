@@ -34,6 +34,7 @@ class BenchConfig:
     backend: str = "openai"  # vLLM's --backend, kept for the vLLM-layout file
     model: str | None = None  # None: /v1/models data[0].id
     served_model_name: str | None = None
+    tokenizer: str | None = None  # recorded as the vLLM file's tokenizer_id (the toy one counts)
     num_prompts: int = 1000
     duration: float | None = None  # seconds; when set, requests are issued until it elapses
     max_concurrency: int | None = None

@@ -54,6 +54,12 @@ def summarize_records(
     )
     summary = dict(metrics.summarize(records, duration, options))
     summary.update(outcome_counts(records, config.ignore_eos))
+    if options.goodput:
+        # DESIGN §4: the fraction of all *sent* requests (failures are misses); requests a stopped
+        # run never sent are failures in ``failed`` but not part of this fraction.
+        sent = [r for r in records if r.error_kind != "not_sent"]
+        met = sum(1 for r in sent if metrics.meets_slos(r, options.goodput))
+        summary["slo_attainment"] = met / len(sent) if sent else None
     return summary
 
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r|\n\r\n|\r\n\n")
 _LINE = re.compile(rb"\r\n|\n|\r")
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One dispatched SSE event: its ``data`` (lines joined by ``\\n``) and arrival time."""
 
     time: float
@@ -36,17 +35,30 @@ def split_events(times: Sequence[float], reads: Sequence[bytes]) -> tuple[list[E
     ends = list(accumulate(len(r) for r in reads))  # offset just past each read
     events: list[Event] = []
     start = 0
+    if b"\r" not in buf:
+        # The common case (vLLM, SGLang, llama.cpp write ``\n\n``): find terminators directly.
+        find = buf.find
+        while (cut := find(b"\n\n", start)) != -1:
+            block, end = buf[start:cut], cut + 2
+            start = end
+            _append(events, block, times[bisect_left(ends, end)])
+        return events, buf[start:]
     for match in _EVENT_END.finditer(buf):
         block = buf[start : match.start()]
         start = match.end()
-        data_lines = []
-        for line in _LINE.split(block):
-            if line.startswith(b"data:"):
-                value = line[5:]
-                data_lines.append(value[1:] if value.startswith(b" ") else value)
-        if not data_lines:
-            continue  # comments, retry/id-only blocks, keep-alives
         # The read that delivered the last byte of the terminator completed the event.
-        read_index = bisect_left(ends, match.end())
-        events.append(Event(times[read_index], b"\n".join(data_lines)))
+        _append(events, block, times[bisect_left(ends, match.end())])
     return events, buf[start:]
+
+
+def _append(events: list[Event], block: bytes, time: float) -> None:
+    if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
+        events.append(Event(time, block[6:]))  # one ``data:`` line, the usual shape
+        return
+    data_lines = []
+    for line in _LINE.split(block):
+        if line.startswith(b"data:"):
+            value = line[5:]
+            data_lines.append(value[1:] if value.startswith(b" ") else value)
+    if data_lines:  # comments, retry/id-only blocks and keep-alives carry no data
+        events.append(Event(time, b"\n".join(data_lines)))

@@ -66,7 +66,7 @@ def to_vllm_dict(
         "backend": cfg.backend,
         "label": cfg.label,
         "model_id": result.model_id or cfg.model,
-        "tokenizer_id": result.model_id or cfg.model,
+        "tokenizer_id": cfg.tokenizer or result.model_id or cfg.model,
         "num_prompts": cfg.num_prompts,
     }
     for key, value in cfg.metadata.items():

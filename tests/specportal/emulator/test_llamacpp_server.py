@@ -163,4 +163,16 @@ def test_prompt_over_the_slot_context_is_refused(start_emulator: StartEmulator) 
     emu = start_emulator("llamacpp", "-m", "t.gguf", "-c", "64")
     response = httpx.post(f"{emu.url}/completion", json={"prompt": "word " * 100, "n_predict": 4})
     assert response.status_code == 400
-    assert response.json()["error"]["type"] == "exceed_context_size_error"
+    error = response.json()["error"]
+    assert error["type"] == "exceed_context_size_error"
+    assert error["n_ctx"] == 64
+    assert error["n_prompt_tokens"] > 64
+
+
+def test_malformed_json_is_a_client_error(start_emulator: StartEmulator) -> None:
+    emu = start_emulator("llamacpp", "-m", "t.gguf")
+    broken = httpx.post(f"{emu.url}/completion", content=b"[not json")
+    assert broken.status_code == 400
+    assert broken.json()["error"]["type"] == "invalid_request_error"
+    chat = httpx.post(f"{emu.url}/v1/chat/completions", json={"messages": "nope"})
+    assert chat.status_code == 400

@@ -98,9 +98,9 @@ def test_phenomenon_1_gaps_grow_while_tpot_and_e2e_fall(start_emulator: StartEmu
         1,
     )
     assert acceptance == pytest.approx(0.7, abs=0.08)
-    assert spec["gap"] >= 1.1 * base["gap"]
-    assert spec["tpot"] <= 0.6 * base["tpot"]
-    assert spec["e2e"] <= 0.8 * base["e2e"]
+    assert spec["gap"] >= 1.1 * base["gap"], (spec, base)
+    assert spec["tpot"] <= 0.6 * base["tpot"], (spec, base)
+    assert spec["e2e"] <= 0.8 * base["e2e"], (spec, base)
 
 
 def test_phenomenon_2_expensive_draft_loses_at_high_acceptance(
@@ -129,7 +129,7 @@ def test_phenomenon_2_expensive_draft_loses_at_high_acceptance(
     )
     assert acceptance is not None
     assert acceptance >= 0.85
-    assert spec["throughput"] <= 0.95 * base["throughput"]
+    assert spec["throughput"] <= 0.95 * base["throughput"], (spec, base)
 
 
 def test_phenomenon_3_compute_bound_target_wins_quiet_loses_at_128_schedule_fixes_it(
@@ -149,7 +149,7 @@ def test_phenomenon_3_compute_bound_target_wins_quiet_loses_at_128_schedule_fixe
         start_emulator, [*target, "--speculative-config", json.dumps(eagle), *rates], quiet, 1
     )
     # 128 concurrent requests, not streamed: the client's speed stays out of the figures.
-    loaded = payloads(128, 40)
+    loaded = payloads(128, 100)
     base_128, _ = measure(start_emulator, target, loaded, 128, stream=False)
     spec_128, _ = measure(
         start_emulator,
@@ -165,10 +165,15 @@ def test_phenomenon_3_compute_bound_target_wins_quiet_loses_at_128_schedule_fixe
         128,
         stream=False,
     )
+    ratios = (
+        spec_1["throughput"] / base_1["throughput"],
+        spec_128["throughput"] / base_128["throughput"],
+        sched_128["throughput"] / base_128["throughput"],
+    )
     assert acceptance == pytest.approx(0.6, abs=0.1)
-    assert spec_1["throughput"] >= 1.5 * base_1["throughput"]
-    assert spec_128["throughput"] <= 0.9 * base_128["throughput"]
-    assert sched_128["throughput"] >= 0.95 * base_128["throughput"]
+    assert ratios[0] >= 1.5, ratios
+    assert ratios[1] <= 0.9, ratios
+    assert ratios[2] >= 0.95, ratios
 
 
 def _peak_waiting(url: str, stop: threading.Event, peaks: list[float]) -> None:

@@ -149,3 +149,27 @@ def test_sglang_refuses_unknown_flags_like_its_launcher(start_emulator: StartEmu
     emu = start_emulator("sglang", "--model-path", LLAMA, "--bogus", wait=False)
     assert emu.proc.wait(20) == 2
     assert "launch_server.py: error: unrecognized arguments: --bogus" in emu.log()
+
+
+def test_bad_inputs_are_client_errors_not_crashes(start_emulator: StartEmulator) -> None:
+    emu = start_emulator("sglang", "--model-path", LLAMA, "--context-length", "64")
+    with httpx.Client(timeout=10) as client:
+        broken = client.post(f"{emu.url}/generate", content=b"{oops")
+        assert broken.status_code == 400
+        assert "message" in broken.json()["error"]
+        negative = client.post(
+            f"{emu.url}/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": -3}}
+        )
+        assert negative.status_code == 400
+        too_long = client.post(
+            f"{emu.url}/v1/completions", json={"prompt": "word " * 100, "max_tokens": 4}
+        )
+        assert too_long.status_code == 400
+        assert too_long.json()["object"] == "error"
+        assert "maximum context length of 64 tokens" in too_long.json()["message"]
+        assert (
+            client.post(
+                f"{emu.url}/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}}
+            ).status_code
+            == 200
+        )

@@ -320,3 +320,56 @@ def test_unknown_engine_flags_are_refused_like_vllm(start_emulator: StartEmulato
     emu = start_emulator("vllm", MODEL, "--no-such-flag", wait=False)
     assert emu.proc.wait(20) == 2
     assert "vllm serve: error: unrecognized arguments: --no-such-flag" in emu.log()
+
+
+def _texts(url: str, n: int = 4, **extra: object) -> list[str]:
+    with httpx.Client(timeout=20) as client:
+        return [
+            client.post(
+                f"{url}/v1/completions",
+                json={
+                    "prompt": f"Explain the cache {i}",
+                    "max_tokens": 40,
+                    "temperature": 0,
+                    **extra,
+                },
+            ).json()["choices"][0]["text"]
+            for i in range(n)
+        ]
+
+
+def test_text_at_temperature_zero_is_identical_with_speculation_on_and_off(
+    start_emulator: StartEmulator,
+) -> None:
+    plain = start_emulator("vllm", MODEL)
+    spec = start_emulator("vllm", MODEL, "--speculative-config", NGRAM)
+    eagle = '{"method":"eagle3","model":"e","num_speculative_tokens":5}'
+    lossy = start_emulator("vllm", MODEL, "--speculative-config", eagle, "--emu-lossy-rate", "0.5")
+    flip = start_emulator("vllm", MODEL, "--emu-batch-flip-rate", "0.3")
+    reference = _texts(plain.url)
+    assert reference == _texts(spec.url)
+    assert reference == _texts(plain.url)  # and on every run
+    # The two documented ways to break it.
+    assert reference != _texts(lossy.url)
+    assert reference != _texts(flip.url)
+    # Sampled text depends on the request seed, reproducibly.
+    seeded = _texts(plain.url, temperature=1.0, seed=7)
+    assert seeded == _texts(spec.url, temperature=1.0, seed=7)
+    assert seeded != _texts(plain.url, temperature=1.0, seed=8)
+
+
+def test_api_key_version_and_logprobs(start_emulator: StartEmulator) -> None:
+    emu = start_emulator("vllm", MODEL, "--api-key", "sekrit", "--emu-version", "0.27.1")
+    url = f"{emu.url}/v1/completions"
+    assert httpx.post(url, json={"prompt": "hi"}).status_code == 401
+    auth = {"authorization": "Bearer sekrit"}
+    body = httpx.post(
+        url, json={"prompt": "hi", "max_tokens": 3, "logprobs": 1}, headers=auth
+    ).json()
+    logprobs = body["choices"][0]["logprobs"]
+    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == 3
+    assert all(lp <= 0 for lp in logprobs["token_logprobs"])
+    assert httpx.get(f"{emu.url}/version").json() == {"version": "0.27.1"}
+    refused = start_emulator("vllm", MODEL, "--emu-version", "9.9.9", wait=False)
+    assert refused.proc.wait(20) == 2
+    assert "the vLLM flavor emulates" in refused.log()

@@ -64,31 +64,42 @@ def test_pasted_vllm_command_against_the_emulator(
     assert data["mean_itl_ms"] == pytest.approx(result.summary["mean_itl_ms"])
 
 
-KINDS: list[tuple[str, tuple[str, ...], EndpointKind, str]] = [
-    ("vllm", VLLM_SPEC, "openai-completions", "vllm"),
-    ("vllm", VLLM_SPEC, "openai-chat", "vllm"),
-    ("sglang", SGLANG_SPEC, "sglang-generate", "sglang"),
-    ("sglang", SGLANG_SPEC, "openai-chat", "sglang"),
-    ("llamacpp", LLAMACPP_SPEC, "llamacpp-completion", "llamacpp"),
-    ("llamacpp", LLAMACPP_SPEC, "llamacpp-openai-completions", "llamacpp"),
-    ("llamacpp", LLAMACPP_SPEC, "llamacpp-openai-chat", "llamacpp"),
-]
+# (flavor, engine flags, the bench flags a user passes, the endpoint kind they select)
+KINDS: list[tuple[str, tuple[str, ...], tuple[str, ...], EndpointKind]] = [
+    ("vllm", VLLM_SPEC, ("--backend", "vllm"), "openai-completions"),
+    ("vllm", VLLM_SPEC, ("--backend", "openai-chat"), "openai-chat"),
+    ("sglang", SGLANG_SPEC, ("--backend", "sglang"), "sglang-generate"),
+    ("sglang", SGLANG_SPEC, ("--backend", "sglang-oai-chat"), "openai-chat"),
+    ("llamacpp", LLAMACPP_SPEC, ("--backend", "llama.cpp"), "llamacpp-completion"),
+    ("llamacpp", LLAMACPP_SPEC, ("--backend", "llama.cpp", "--endpoint", "/v1/completions"),
+     "llamacpp-openai-completions"),
+    ("llamacpp", LLAMACPP_SPEC, ("--backend", "llama.cpp", "--endpoint", "/v1/chat/completions"),
+     "llamacpp-openai-chat"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("flavor", "args", "kind", "engine"), KINDS,
-                         ids=[f"{f}-{k}" for f, _, k, _ in KINDS])  # fmt: skip
+@pytest.mark.parametrize(("flavor", "args", "flags", "kind"), KINDS,
+                         ids=[f"{f}-{k}" for f, _, _, k in KINDS])  # fmt: skip
 def test_every_endpoint_kind_against_the_emulator(
     start_emulator: StartEmulator,
+    tmp_path: Path,
     flavor: str,
     args: tuple[str, ...],
+    flags: tuple[str, ...],
     kind: EndpointKind,
-    engine: str,
 ) -> None:
     emulator = start_emulator(flavor, *args, *FAST)
-    config = BenchConfig(base_url=emulator.url, endpoint_kind=kind, engine=engine,  # type: ignore[arg-type]
-                         num_prompts=8, max_concurrency=4, ignore_eos=True, model="M")  # fmt: skip
-    workload = synthetic_workload(8, input_len=32, output_len=24, seed=1, category="code")
-    result = run_benchmark(config, workload=workload, handle_sigint=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "specportal", "bench", "--base-url", emulator.url, *flags,
+         "--model", "M", "--num-prompts", "8", "--max-concurrency", "4", "--ignore-eos",
+         "--input-len", "32", "--output-len", "24", "--category", "code", "--seed", "1",
+         "--disable-tqdm", "--output", "run.json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = Result.read(tmp_path / "run.json")
+    engine = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp"}[flavor]
+    assert result.config.endpoint_kind == kind
     assert result.complete
     assert result.summary["completed"] == 8, result.summary["error_kinds"]
     for r in result.requests:
@@ -97,6 +108,7 @@ def test_every_endpoint_kind_against_the_emulator(
         assert sum(r.chunk_tokens) == 24
         assert r.finish_reason == "length"
         assert r.text
+        assert r.category == "code"
     acc = result.acceptance
     assert acc["engine"] == engine
     if engine == "sglang":
@@ -111,3 +123,40 @@ def test_every_endpoint_kind_against_the_emulator(
     if kind.startswith("llamacpp"):
         assert result.summary["mean_tokens_per_chunk"] == 1.0  # one token per event on llama.cpp
         assert acc["timings_cross_check"]["requests_with_draft_timings"] == 8
+
+
+def test_emulated_faults_are_recorded_per_request(start_emulator: StartEmulator) -> None:
+    emulator = start_emulator("vllm", *VLLM_SPEC, *FAST, "--emu-fault-fail-fraction", "0.25",
+                              "--emu-fault-fail-mode", "stream", "--emu-fault-drop-fraction",
+                              "0.25", "--emu-fault-drop-after-chunks", "3")  # fmt: skip
+    config = BenchConfig(base_url=emulator.url, model="M", num_prompts=40, max_concurrency=4,
+                         ignore_eos=True, abort_after_identical_failures=0)  # fmt: skip
+    workload = synthetic_workload(40, input_len=16, output_len=16, seed=2)
+    result = run_benchmark(config, workload=workload, handle_sigint=False)
+    assert result.complete
+    kinds = result.summary["error_kinds"]
+    assert kinds.get("server_error_event", 0) >= 1
+    assert kinds.get("connection_dropped", 0) >= 1
+    assert result.summary["failed"] == sum(kinds.values())
+    assert result.summary["completed"] == 40 - result.summary["failed"]
+    dropped = [r for r in result.requests if r.error_kind == "connection_dropped"]
+    assert all(len(r.chunk_times) == 3 for r in dropped)  # what arrived before the drop is kept
+
+
+def test_emulated_server_exit_mid_run_marks_the_result_incomplete(
+    start_emulator: StartEmulator, tmp_path: Path
+) -> None:
+    emulator = start_emulator("vllm", *VLLM_SPEC, *FAST, "--emu-fault-exit-after", "6")
+    done = subprocess.run(
+        [sys.executable, "-m", "specportal", "bench", "--base-url", emulator.url, "--model", "M",
+         "--num-prompts", "30", "--max-concurrency", "2", "--input-len", "16", "--output-len",
+         "64", "--ignore-eos", "--disable-tqdm", "--output", "run.json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "run incomplete: server unreachable" in done.stderr
+    result = Result.read(tmp_path / "run.json")
+    assert not result.complete
+    assert result.summary["completed"] >= 6
+    assert len(result.requests) == 30
+    assert result.summary["error_kinds"].get("not_sent", 0) >= 1

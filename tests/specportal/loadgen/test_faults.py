@@ -111,3 +111,29 @@ def test_ctrl_c_writes_the_partial_result_and_marks_it(tmp_path: Path) -> None:
     assert result.summary["completed"] >= 1
     assert result.summary["error_kinds"]["not_sent"] >= 30
     assert "INCOMPLETE" in stdout
+
+
+def test_cancel_flag_stops_the_run_and_keeps_what_was_measured() -> None:
+    flag = threading.Event()
+    seen: list[tuple[int, int | None]] = []
+
+    def progress(done: int, total: int | None) -> None:
+        seen.append((done, total))
+        if done >= 2:
+            flag.set()  # an agent's cancel flag, polled by the run
+
+    config = BenchConfig(num_prompts=12, max_concurrency=2, model="m", scrape_metrics=False,
+                         goodput_ms={"e2el": 60_000})  # fmt: skip
+    with ScriptedServer(_slow_stream) as server:
+        config.base_url = server.base_url
+        items = [WorkItem(prompt="hello", max_tokens=4)] * 12
+        result = run_benchmark(config, workload=items, stop=flag, progress=progress,
+                               handle_sigint=False)  # fmt: skip
+    assert not result.complete
+    assert result.incomplete_reason == "cancelled"
+    assert seen[0] == (1, 12)
+    assert result.summary["completed"] >= 2
+    assert result.summary["not_sent"] >= 4
+    sent = 12 - result.summary["not_sent"]
+    # SLO attainment is over the requests actually sent (cancelled in-flight ones are misses)
+    assert result.summary["slo_attainment"] == result.summary["completed"] / sent
