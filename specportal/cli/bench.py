@@ -126,6 +126,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--no-category-header", action="store_true", help="do not send X-SpecPortal-Category"
     )
+    data.add_argument(
+        "--no-chunk-token-options",
+        action="store_true",
+        help="do not ask for per-chunk token counts (continuous usage, llama.cpp return_tokens): "
+        "tokens per chunk become unknown",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -279,6 +285,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             headers=_pairs(args.header, "--header"),
             request_id_prefix=args.request_id_prefix,
             send_category_header=not args.no_category_header,
+            chunk_token_options=not args.no_chunk_token_options,
             percentile_method=args.percentile_method,
             percentile_metrics=percentile_metrics,
             metric_percentiles=_floats(args.metric_percentiles, "--metric-percentiles"),

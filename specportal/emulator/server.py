@@ -208,10 +208,7 @@ def run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]) -> in
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(_run(config, make_app))
-    else:
-        uvloop.run(_run(config, make_app))
+    # The standard loop, not uvloop: uvloop's clock has millisecond resolution, which the step
+    # schedule (and its lateness figures) cannot afford (measured: README, "Performance").
+    asyncio.run(_run(config, make_app))
     return 0

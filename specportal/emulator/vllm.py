@@ -189,6 +189,11 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
             f"--emu-version {version!r}: the vLLM flavor emulates {', '.join(VERSIONS)}"
         )
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
+    shown = {k: v for k, v in args.items() if v is not None and k != "speculative_config"}
+    if shown_spec is not None:
+        shown["speculative_config"] = shown_spec
+    # vLLM logs the arguments that differ from its defaults, with the speculation in force.
+    warnings.insert(0, f"{_log_prefix('INFO', 'utils.py:233')} non-default args: {shown!r}")
     return EmulatorConfig(
         flavor="vllm",
         version=version,

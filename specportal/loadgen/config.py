@@ -49,6 +49,7 @@ class BenchConfig:
     headers: dict[str, str] = field(default_factory=dict)
     request_id_prefix: str = "specportal-"
     send_category_header: bool = True
+    chunk_token_options: bool = True  # DESIGN §4's per-chunk token options (same for both arms)
     percentiles: tuple[float, ...] = SUMMARY_PERCENTILES
     percentile_method: PercentileMethod = "linear"
     percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")  # vLLM-layout file only

@@ -63,6 +63,9 @@ class RequestSpec:
     ignore_eos: bool = False
     sampling: Mapping[str, Any] = field(default_factory=dict)
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    # DESIGN §4's per-chunk token options; off only to measure as production clients do
+    # (then tokens per chunk are unknown). Both arms of a comparison must use the same setting.
+    chunk_token_options: bool = True
 
 
 def _prompt_text(spec: RequestSpec) -> str:
@@ -92,7 +95,7 @@ def build_body(kind: EndpointKind, spec: RequestSpec) -> dict[str, Any]:
             if spec.max_tokens is not None:
                 body["max_tokens"] = spec.max_tokens
         body["stream"] = True
-        if kind.startswith("llamacpp"):
+        if kind.startswith("llamacpp") or not spec.chunk_token_options:
             body["stream_options"] = {"include_usage": True}
         else:
             body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
@@ -107,7 +110,9 @@ def build_body(kind: EndpointKind, spec: RequestSpec) -> dict[str, Any]:
             params["ignore_eos"] = True
         body = {"text": _prompt_text(spec), "sampling_params": params, "stream": True}
     else:  # llamacpp-completion
-        body = {"prompt": _prompt_text(spec), "stream": True, "return_tokens": True}
+        body = {"prompt": _prompt_text(spec), "stream": True}
+        if spec.chunk_token_options:
+            body["return_tokens"] = True
         if spec.max_tokens is not None:
             body["n_predict"] = spec.max_tokens
         if spec.ignore_eos:

@@ -247,6 +247,7 @@ class _Run:
             ignore_eos=self.config.ignore_eos,
             sampling=self.config.sampling,
             extra_body=self.config.extra_body,
+            chunk_token_options=self.config.chunk_token_options,
         )
         return json.dumps(build_body(self.config.endpoint_kind, spec)).encode("utf-8")
 

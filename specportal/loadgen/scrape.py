@@ -1,7 +1,8 @@
 """Server-side data: raw ``/metrics`` text before, during and after a run, parsed afterwards.
 
-Scrapes run on their own thread with httpx (the project's control-call client), so neither the
-HTTP call nor parsing ever runs on the timing loop; the raw text is stored with its timestamps and
+Scrapes use httpx (the project's control-call client): before and after the run from the main
+process, during it from a child process, so neither the HTTP call nor parsing ever runs on the
+timing loop (nor holds its GIL); the raw text is stored with its timestamps and
 parsed after the run with ``prometheus_client``'s text parser. Parsed form, per scrape::
 
     {"<sample name>": [[{labels}, value], ...], ...}
@@ -12,7 +13,9 @@ and counter deltas between the before and after scrapes (preemptions, prefix cac
 
 from __future__ import annotations
 
-import threading
+import multiprocessing
+import queue
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -36,7 +39,7 @@ class Scrape:
 
 
 class MetricsScraper:
-    """Scrapes ``{base_url}/metrics``; ``start()`` samples every ``interval`` on a thread."""
+    """Scrapes ``{base_url}/metrics``; ``start()`` samples every ``interval`` in a child process."""
 
     def __init__(self, base_url: str, interval: float, headers: dict[str, str], t0: float) -> None:
         self.url = base_url.rstrip("/") + "/metrics"
@@ -44,8 +47,9 @@ class MetricsScraper:
         self.t0 = t0
         self.scrapes: list[Scrape] = []
         self._client = httpx.Client(timeout=5.0, headers=headers)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._proc: Any = None
+        self._proc_stop: Any = None
+        self._queue: Any = None
         self.available = True  # False after a 404: the server exposes no metrics
 
     def scrape(self, kind: str) -> Scrape:
@@ -74,24 +78,68 @@ class MetricsScraper:
         self.t0 = t0
 
     def start(self) -> None:
+        """Sample every ``interval`` in a child process until ``stop()``.
+
+        A process, not a thread: the scrape's Python work (HTTP, decoding) would otherwise hold
+        the GIL for up to a switch interval (5 ms) against the timing loop.
+        """
         if not self.available or self.interval <= 0:
             return
-
-        def loop() -> None:
-            while not self._stop.wait(self.interval):
-                self.scrape("sample")
-
-        self._thread = threading.Thread(target=loop, name="metrics-scraper", daemon=True)
-        self._thread.start()
+        ctx = multiprocessing.get_context("fork")
+        self._proc_stop = ctx.Event()
+        self._queue = ctx.Queue()
+        self._proc = ctx.Process(
+            target=_sample_forever,
+            args=(self.url, dict(self._client.headers), self.interval, self.t0,
+                  self._proc_stop, self._queue),
+            name="metrics-scraper",
+            daemon=True,
+        )  # fmt: skip
+        self._proc.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._proc is None:
+            return
+        self._proc_stop.set()
+        try:
+            samples = self._queue.get(timeout=30)
+        except queue.Empty:
+            samples = []
+        self._proc.join(timeout=10)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc = None
+        # Samples go before the "after" scrape, after the "before" one.
+        self.scrapes.extend(Scrape(**s) for s in samples)
+        self.scrapes.sort(key=lambda s: s.t)
 
     def close(self) -> None:
         self.stop()
         self._client.close()
+
+
+def _sample_forever(
+    url: str, headers: dict[str, str], interval: float, t0: float, stop: Any, out: Any
+) -> None:
+    """The sampling process: raw text with timestamps, sent back when told to stop."""
+    # Ctrl-C reaches the whole process group: the parent decides when sampling ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    samples: list[dict[str, Any]] = []
+    with httpx.Client(timeout=5.0, headers=headers) as client:
+        while not stop.wait(interval):
+            t, epoch = time.perf_counter() - t0, time.time()
+            try:
+                resp = client.get(url)
+                ok = resp.status_code == 200
+                samples.append(
+                    asdict(Scrape("sample", t, epoch, resp.status_code, resp.text if ok else None,
+                                  None if ok else f"HTTP {resp.status_code}"))
+                )  # fmt: skip
+            except httpx.HTTPError as exc:
+                samples.append(
+                    asdict(Scrape("sample", t, epoch, None, None, f"{type(exc).__name__}: {exc}"))
+                )
+    out.put(samples)
 
 
 # --- parsing (after the run) ------------------------------------------------------------------

@@ -12,6 +12,8 @@ import pytest
 
 from tests.specportal.emulator.harness import StartEmulator, sse_events, wait_listening
 
+pytestmark = pytest.mark.integration
+
 MODEL = "Qwen/Qwen3-8B"
 STREAM = {"prompt": "hello", "max_tokens": 30, "ignore_eos": True, "stream": True}
 

@@ -14,6 +14,8 @@ import pytest
 
 from tests.specportal.emulator.harness import Emulator, free_port, wait_listening
 
+pytestmark = pytest.mark.integration
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "configs"
 SWAP = {
     ("vllm", "serve"): "vllm",

@@ -7,9 +7,12 @@ import re
 import time
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.specportal.emulator.harness import StartEmulator, sse_events
+
+pytestmark = pytest.mark.integration
 
 DRAFT = ["-md", "models/draft.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8"]
 

@@ -8,10 +8,13 @@ import re
 import time
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specportal.workload.tokenizer import get_tokenizer
 from tests.specportal.emulator.harness import StartEmulator, sse_events
+
+pytestmark = pytest.mark.integration
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 EAGLE = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "yuhuili/EAGLE"]

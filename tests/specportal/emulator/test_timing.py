@@ -6,10 +6,14 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from specportal.emulator.engine import EngineConfig
 from specportal.emulator.profiles import kv_capacity_tokens, model_profile
 from specportal.emulator.simulate import SimRequest, simulate
 from tests.specportal.emulator.harness import StartEmulator
+
+pytestmark = pytest.mark.integration
 
 SCALE = 2.0
 PROMPTS = [f"Tell me about the mountain {i}" for i in range(4)]

@@ -7,10 +7,13 @@ import re
 import time
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specportal.workload.tokenizer import get_tokenizer
 from tests.specportal.emulator.harness import StartEmulator, sse_events, stream_json
+
+pytestmark = pytest.mark.integration
 
 MODEL = "Qwen/Qwen3-8B"
 NGRAM = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
@@ -373,3 +376,38 @@ def test_api_key_version_and_logprobs(start_emulator: StartEmulator) -> None:
     refused = start_emulator("vllm", MODEL, "--emu-version", "9.9.9", wait=False)
     assert refused.proc.wait(20) == 2
     assert "the vLLM flavor emulates" in refused.log()
+
+
+def test_acceptance_follows_the_category_header(start_emulator: StartEmulator) -> None:
+    eagle = '{"method":"eagle3","model":"e","num_speculative_tokens":4}'
+
+    def acceptance(category: str) -> float:
+        emu = start_emulator("vllm", MODEL, "--speculative-config", eagle)
+        with httpx.Client(timeout=20) as client:
+            for i in range(4):
+                client.post(
+                    f"{emu.url}/v1/completions",
+                    json={"prompt": f"Some request {i}", "max_tokens": 120, "ignore_eos": True},
+                    headers={"X-SpecPortal-Category": category},
+                )
+            text = client.get(f"{emu.url}/metrics").text
+        emu.stop()
+        values = {
+            f.name: sum(s.value for s in f.samples if s.name.endswith("_total"))
+            for f in text_string_to_metric_families(text)
+        }
+        return (
+            values["vllm:spec_decode_num_accepted_tokens"]
+            / values["vllm:spec_decode_num_draft_tokens"]
+        )
+
+    assert acceptance("code") > acceptance("chat") + 0.1
+
+
+def test_startup_log_shows_the_non_default_args_in_force(start_emulator: StartEmulator) -> None:
+    spec = '{"method":"eagle3","model":"e","num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,8,5]]}'
+    emu = start_emulator("vllm", MODEL, "--speculative-config", spec)
+    log = emu.log()
+    assert "non-default args: {" in log
+    # vLLM stores min(num_speculative_tokens, K) in every slot.
+    assert "'num_speculative_tokens_per_batch_size': [[1, 8, 3]]" in log

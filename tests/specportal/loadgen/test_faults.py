@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -90,17 +91,20 @@ def test_server_death_mid_run_keeps_partial_result_marked_incomplete() -> None:
 
 def test_ctrl_c_writes_the_partial_result_and_marks_it(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
-    with ScriptedServer(_slow_stream) as server:
+    metrics = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 2.0\n"
+    with ScriptedServer(_slow_stream, lambda: metrics) as server:
         proc = subprocess.Popen(
             [sys.executable, "-m", "specportal", "bench", "--base-url", server.base_url,
              "--model", "m", "--num-prompts", "40", "--max-concurrency", "2",
-             "--input-len", "8", "--output-len", "20", "--no-metrics", "--output", str(out)],
+             "--input-len", "8", "--output-len", "20", "--metrics-interval", "0.1",
+             "--output", str(out)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+            start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while len(server.served) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
         stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
@@ -111,6 +115,11 @@ def test_ctrl_c_writes_the_partial_result_and_marks_it(tmp_path: Path) -> None:
     assert result.summary["completed"] >= 1
     assert result.summary["error_kinds"]["not_sent"] >= 30
     assert "INCOMPLETE" in stdout
+    # the sampling process ignored Ctrl-C and handed its scrapes over; "after" was still taken
+    kinds = [scrape["kind"] for scrape in result.server["scrapes"]]
+    assert kinds[0] == "before"
+    assert kinds[-1] == "after"
+    assert "sample" in kinds
 
 
 def test_cancel_flag_stops_the_run_and_keeps_what_was_measured() -> None:

@@ -253,3 +253,17 @@ def test_role_chunk_without_usage_counts_zero_when_later_counts_explain_all() ->
         [r] = _run(server, "openai-chat")
     assert r.chunk_tokens == [0, 1, 2]
     assert r.output_tokens == 3
+
+
+def test_without_chunk_token_options_counts_are_unknown_not_guessed() -> None:
+    steps: list[Step] = [
+        Write(0.0, sse(completion_chunk(" a", None))),
+        Write(0.01, sse(completion_chunk(" b", None, "length")) + sse(usage_chunk(2)) + DONE),
+    ]
+    with ScriptedServer(lambda p, b: steps) as server:
+        [r] = _run(server, "openai-completions", chunk_token_options=False)
+        body = server.served[0].body
+    assert body["stream_options"] == {"include_usage": True}
+    assert r.success
+    assert r.chunk_tokens is None
+    assert r.output_tokens == 2
