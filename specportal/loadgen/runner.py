@@ -684,7 +684,7 @@ def run_benchmark(
     config: BenchConfig,
     *,
     workload: list[WorkItem] | None = None,
-    stop: threading.Event | None = None,
+    stop: StopFlag | None = None,
     progress: ProgressCallback | None = None,
     handle_sigint: bool = True,
 ) -> Result:
@@ -723,7 +723,6 @@ def run_benchmark(
     t0_epoch = time.time() - (time.perf_counter() - t0)
     scrapes = scraper.scrapes if scraper is not None else []
     parsed = parse_scrapes(scrapes)
-    samples = [p["samples"] for p in parsed["scrapes"]]
     before = next((p["samples"] for p in parsed["scrapes"] if p["kind"] == "before"), None)
     after = next((p["samples"] for p in parsed["scrapes"] if p["kind"] == "after"), None)
     during = [p["samples"] for p in parsed["scrapes"] if p["kind"] == "sample" and p["samples"]]
@@ -735,10 +734,7 @@ def run_benchmark(
         or ("llamacpp" if config.endpoint_kind.startswith("llamacpp") else None)
     )
     measured = [r for r in run.records if r.success]
-    acceptance = acc.compute_acceptance(
-        engine, measured, before, after, [s for s in during if s is not None]
-    )
-    del samples
+    acceptance = acc.compute_acceptance(engine, measured, before, after, during)
     # Keep the parsed samples of the before/after scrapes; the sampled ones are summarised in
     # ``gauges`` (their raw text stays in ``scrapes``).
     parsed["scrapes"] = [
