@@ -340,6 +340,7 @@ class Engine:
         self._step_end = 0.0
         self.steps = 0
         self.last_step_batch = 0
+        self.sink_errors = 0
         self.gauge_running = 0
         self.gauge_waiting = 0
         self.gauge_kv_usage = 0.0
@@ -451,7 +452,12 @@ class Engine:
                 self._release(seq, cache_prompt=True)
                 stats.request_success[item.finish] += 1
                 stats.e2e.observe(now - seq.arrival)
-            seq.sink.on_tokens(seq, item.emit, now)
+            try:
+                seq.sink.on_tokens(seq, item.emit, now)
+            except Exception:  # one broken client must not stop the engine for everyone
+                self.sink_errors += 1
+                if not seq.finished:
+                    self.abort(seq)
 
     def _schedule_step(self) -> float | None:
         config = self.config

@@ -180,6 +180,9 @@ class StreamSink:
             return
         if not self.streaming:
             if seq.finished:
+                if self.drop:  # the connection goes away instead of the answer
+                    self._drop()
+                    return
                 self.dead = True
                 self.conn.send(self.response(seq))
                 self.server.finished()

@@ -274,7 +274,11 @@ class GenerateSink(StreamSink):
         if self.spec:
             meta["spec_verify_ct"] = seq.verify_steps
             if seq.verify_steps:
+                # completion_tokens / spec_verify_ct: includes the prefill token, as SGLang's.
                 meta["spec_accept_length"] = len(seq.output) / seq.verify_steps
+                meta["spec_accept_rate"] = seq.accepted / seq.drafted if seq.drafted else 0.0
+                meta["spec_accept_token_num"] = seq.accepted
+                meta["spec_draft_token_num"] = seq.drafted
         if seq.finished and seq.last_token_time is not None:
             meta["e2e_latency"] = seq.last_token_time - seq.arrival
         return {"text": text_out, "output_ids": ids_out, "meta_info": meta, "index": 0}

@@ -36,7 +36,13 @@ import numpy as np
 from specportal import __version__
 from specportal.loadgen import acceptance as acc
 from specportal.loadgen.arrivals import schedule, schedule_for_duration
-from specportal.loadgen.client import RawStream, finish_record, request_headers, stream_request
+from specportal.loadgen.client import (
+    RawStream,
+    finish_record,
+    install_socket_stamps,
+    request_headers,
+    stream_request,
+)
 from specportal.loadgen.config import BenchConfig
 from specportal.loadgen.endpoints import RequestSpec, build_body
 from specportal.loadgen.records import RequestRecord
@@ -493,6 +499,7 @@ async def _main(
     connector = aiohttp.TCPConnector(
         limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
     )
+    install_socket_stamps(connector)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     watcher = asyncio.create_task(run.watch_external_stop())
     monitor = _Monitor()
@@ -673,6 +680,7 @@ async def _warmup_only(
     connector = aiohttp.TCPConnector(
         limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
     )
+    install_socket_stamps(connector)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await run.warmup(session)
@@ -684,7 +692,7 @@ def run_benchmark(
     config: BenchConfig,
     *,
     workload: list[WorkItem] | None = None,
-    stop: threading.Event | None = None,
+    stop: StopFlag | None = None,
     progress: ProgressCallback | None = None,
     handle_sigint: bool = True,
 ) -> Result:
@@ -723,7 +731,6 @@ def run_benchmark(
     t0_epoch = time.time() - (time.perf_counter() - t0)
     scrapes = scraper.scrapes if scraper is not None else []
     parsed = parse_scrapes(scrapes)
-    samples = [p["samples"] for p in parsed["scrapes"]]
     before = next((p["samples"] for p in parsed["scrapes"] if p["kind"] == "before"), None)
     after = next((p["samples"] for p in parsed["scrapes"] if p["kind"] == "after"), None)
     during = [p["samples"] for p in parsed["scrapes"] if p["kind"] == "sample" and p["samples"]]
@@ -735,10 +742,7 @@ def run_benchmark(
         or ("llamacpp" if config.endpoint_kind.startswith("llamacpp") else None)
     )
     measured = [r for r in run.records if r.success]
-    acceptance = acc.compute_acceptance(
-        engine, measured, before, after, [s for s in during if s is not None]
-    )
-    del samples
+    acceptance = acc.compute_acceptance(engine, measured, before, after, during)
     # Keep the parsed samples of the before/after scrapes; the sampled ones are summarised in
     # ``gauges`` (their raw text stays in ``scrapes``).
     parsed["scrapes"] = [

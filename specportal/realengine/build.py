@@ -94,6 +94,15 @@ def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+def no_network_prefix() -> list[str]:
+    """``["unshare", "-n"]`` when this process may run a command without network, else ``[]``."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return []
+    probe = subprocess.run([unshare, "-n", "true"], capture_output=True, check=False)
+    return [unshare, "-n"] if probe.returncode == 0 else []
+
+
 class BuildError(RuntimeError):
     """The build failed; the message names the step and where its log is."""
 
@@ -183,12 +192,19 @@ def _build_into(
         steps["unpack"] = round(time.monotonic() - began, 1)
         source = scratch / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
         build_dir = scratch / "build"
-        step("configure", ["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_OPTIONS])
+        # After the download nothing may reach the network: where a network namespace can be
+        # made (root, or user namespaces), configure and compile run without one, so a build
+        # step that tried to fetch something would fail loudly instead of quietly succeeding.
+        offline = no_network_prefix()
+        step(
+            "configure",
+            [*offline, "cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_OPTIONS],
+        )
         # nice: the machine is shared; a background build must not starve interactive test runs.
         step(
             "compile",
             [
-                "nice", "-n", str(niceness), "cmake", "--build", str(build_dir),
+                *offline, "nice", "-n", str(niceness), "cmake", "--build", str(build_dir),
                 "--target", BUILD_TARGET, "-j", str(jobs),
             ],
         )  # fmt: skip
@@ -206,6 +222,7 @@ def _build_into(
                 "sdist": SDIST_NAME,
                 "cmake_options": list(CMAKE_OPTIONS),
                 "target": BUILD_TARGET,
+                "network_isolated": bool(offline),
                 "steps_seconds": steps,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },

@@ -126,8 +126,10 @@ def _events(text: str) -> list[Any]:
 def observe(base_url: str, *, timeout: float = 60.0) -> dict[str, Any]:
     """Every probe's status and body shape, plus the ``/metrics`` families, of one server."""
     seen: dict[str, Any] = {}
-    with httpx.Client(base_url=base_url, timeout=timeout) as client:
-        for name, method, path, body, streamed in PROBES:
+    for name, method, path, body, streamed in PROBES:
+        # A fresh connection per probe: llama-server closes the connection after a streamed
+        # response while advertising keep-alive, so reusing it races with that close.
+        with httpx.Client(base_url=base_url, timeout=timeout) as client:
             response = client.request(method, path, json=body)
             entry: dict[str, Any] = {"status": response.status_code}
             if streamed:
@@ -139,7 +141,8 @@ def observe(base_url: str, *, timeout: float = 60.0) -> dict[str, Any]:
                     entry["body"] = shape(response.json())
                 except json.JSONDecodeError:
                     entry["body"] = "not json"
-            seen[name] = entry
+        seen[name] = entry
+    with httpx.Client(base_url=base_url, timeout=timeout) as client:
         metrics = client.get("/metrics")
         families: dict[str, Any] = {}
         for family in text_string_to_metric_families(metrics.text):

@@ -61,7 +61,7 @@ PAIR_TARGET = Shape(n_embd=512, n_layer=8, n_head=32, n_ff=1536)
 
 # Draft noise levels written by default, as fractions of each tensor's std.
 TINY_NOISE_LEVELS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5)
-PAIR_NOISE_LEVELS: tuple[float, ...] = (0.05, 0.1, 0.2)
+PAIR_NOISE_LEVELS: tuple[float, ...] = (0.02, 0.05, 0.1)
 
 
 def _layer_names(i: int) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 
@@ -200,3 +201,37 @@ def test_phenomenon_4_the_draft_takes_kv_cache_and_requests_wait() -> None:
     spec_run = simulate(config(draft, kv_capacity_tokens=capacity(draft)), reqs, concurrency=8)
     assert base.peak_waiting == 0
     assert spec_run.peak_waiting > 0
+
+
+def test_a_failing_sink_does_not_stop_the_engine() -> None:
+    from specportal.emulator.clock import VirtualClock
+    from specportal.emulator.engine import EmulatedSequence, Engine, Sampling, Sink
+
+    class Broken:
+        def on_tokens(self, seq: EmulatedSequence, new_ids: Sequence[int], now: float) -> None:
+            raise RuntimeError("client bug")
+
+    class Recorder:
+        done = False
+
+        def on_tokens(self, seq: EmulatedSequence, new_ids: Sequence[int], now: float) -> None:
+            Recorder.done = seq.finished
+
+    clock = VirtualClock()
+    engine = Engine(config(), clock)
+    sinks: list[Sink] = [Broken(), Recorder()]
+    for i, sink in enumerate(sinks):
+        engine.add(
+            EmulatedSequence(
+                request_id=str(i),
+                prompt_ids=[1, 2, 3],
+                prompt_key=i,
+                category="chat",
+                sampling=Sampling(max_tokens=5, ignore_eos=True),
+                sink=sink,
+            )
+        )
+    clock.run()
+    assert Recorder.done
+    assert engine.sink_errors == 1
+    assert engine.stats.request_success["abort"] == 1

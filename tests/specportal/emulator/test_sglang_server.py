@@ -44,6 +44,7 @@ def test_generate_streams_cumulative_text_and_spec_verify_counts(
     assert last["finish_reason"] == {"type": "length", "length": 24}
     # accept length = completion_tokens / spec_verify_ct (the prefill token included).
     assert last["spec_verify_ct"] == len(events) - 1
+    assert last["spec_accept_rate"] == last["spec_accept_token_num"] / last["spec_draft_token_num"]
     assert get_tokenizer().count(texts[-1]) == 24
     assert plain["text"] == texts[-1]
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +88,20 @@ def test_the_repository_tracks_no_llama_server_binary() -> None:
     for dirpath, dirnames, filenames in os.walk(repo):
         dirnames[:] = [d for d in dirnames if d not in (".venv", ".git", "var", "node_modules")]
         assert "llama-server" not in filenames, dirpath
+
+
+def test_compile_steps_run_without_network_where_a_namespace_can_be_made() -> None:
+    prefix = build.no_network_prefix()
+    if not prefix:
+        # Then this machine really cannot make one (no unshare, or not permitted).
+        unshare = shutil.which("unshare")
+        assert unshare is None or subprocess.run([unshare, "-n", "true"]).returncode != 0
+        return
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+        assert subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+        isolated = subprocess.run([*prefix, sys.executable, "-c", probe], capture_output=True)
+    assert isolated.returncode != 0
