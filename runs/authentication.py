@@ -77,7 +77,7 @@ class IsHostAgent(BasePermission):
         return isinstance(request.auth, GpuHost)
 
 
-class HostTokenScheme(OpenApiAuthenticationExtension):
+class HostTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Describes ``Authorization: Host <token>`` in the OpenAPI schema (the agent endpoints)."""
 
     target_class = HostTokenAuthentication

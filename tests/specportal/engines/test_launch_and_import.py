@@ -63,11 +63,12 @@ def test_generated_commands_parse_back_through_the_same_tables() -> None:
 EXAMPLE_NAMES = sorted(path.stem for path in EXAMPLES.glob("*.json"))
 
 
-def _pins(doc: dict[str, Any]) -> dict[str, str]:
+def _pins(doc: dict[str, Any]) -> dict[str, Any]:
     """The GGUF SHA-256 pins: llama.cpp takes a file path, so no command line carries them."""
-    pins = {"model_sha256": doc["target"].get("model_sha256")}
-    pins["draft_sha256"] = doc["proposal"].get("spec_draft_model_sha256")
-    return {key: value for key, value in pins.items() if value}
+    return {
+        "model_sha256": doc["target"].get("model_sha256"),
+        "draft_sha256": doc["proposal"].get("spec_draft_model_sha256"),
+    }
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
