@@ -88,8 +88,9 @@ def measure(url: str, streams: int, chunks: int, period_ms: float, stagger: bool
         for seen, wrote in zip(r.chunk_times, server, strict=True):
             diffs.append(result.t0_perf + seen - wrote)
     health = result.client_health
+    sources = sorted({str(r.timestamp_source) for r in result.requests})
     print(f"    client: {result.summary['completed']} streams ok, p99 event-loop lag "
-          f"{health['event_loop_lag']['p99_ms']:.2f} ms")  # fmt: skip
+          f"{health['event_loop_lag']['p99_ms']:.2f} ms, timestamps from {'/'.join(sources)}")  # fmt: skip
     return np.asarray(diffs) * 1000
 
 

@@ -17,14 +17,16 @@ with batched inserts.
 
 from __future__ import annotations
 
+import gc
 import gzip
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
+import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
+from experiments import pgcopy
 from experiments.models import RequestRecord, ResultUpload, Run
 
 ENVELOPE_SCHEMA: Final = 1
@@ -57,6 +59,23 @@ COLUMNS: Final = (
 )
 
 
+COLUMN_KINDS: Final = (
+    pgcopy.BIGINT,
+    pgcopy.INT,
+    pgcopy.FLOAT,
+    pgcopy.FLOAT,
+    pgcopy.FLOAT_ARRAY,
+    pgcopy.INT_ARRAY,
+    pgcopy.INT,
+    pgcopy.INT,
+    pgcopy.BOOL,
+    pgcopy.TEXT,
+    pgcopy.TEXT,
+    pgcopy.TEXT,
+    pgcopy.TEXT,
+)
+
+
 class IngestError(ValueError):
     """The upload cannot be read as a result envelope."""
 
@@ -64,7 +83,7 @@ class IngestError(ValueError):
 def decode_envelope(body: bytes) -> dict[str, Any]:
     try:
         raw = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
-        envelope = json.loads(raw)
+        envelope = orjson.loads(raw)  # several times faster than json here
     except (OSError, ValueError) as exc:
         raise IngestError(f"not a gzip'd JSON result envelope: {exc}") from exc
     if not isinstance(envelope, dict) or envelope.get("schema") != ENVELOPE_SCHEMA:
@@ -105,17 +124,27 @@ def record_rows(run_id: int, records: Iterable[Mapping[str, Any]]) -> Iterator[t
 
 
 def copy_rows(rows: Iterable[Sequence[Any]]) -> int:
-    """``COPY`` rows into the request-record table (PostgreSQL); returns the row count."""
+    """Binary ``COPY`` of rows into the request-record table (PostgreSQL); returns the count."""
     table = RequestRecord._meta.db_table
     columns = ", ".join(f'"{c}"' for c in COLUMNS)
-    count = 0
+    counted = _Counter(rows)
     with connection.cursor() as cursor:
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper
-        with raw.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-                count += 1
-    return count
+        with raw.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            for block in pgcopy.encode_rows(COLUMN_KINDS, counted):
+                copy.write(block)
+    return counted.count
+
+
+class _Counter:
+    def __init__(self, rows: Iterable[Sequence[Any]]) -> None:
+        self._rows = rows
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Sequence[Any]]:
+        for row in self._rows:
+            self.count += 1
+            yield row
 
 
 def insert_rows(rows: Iterable[Sequence[Any]]) -> int:
@@ -157,13 +186,21 @@ def upload_ingest(*, upload_id: int) -> Run:
         upload.ingested_at = timezone.now()
         upload.save(update_fields=["ingest_error", "ingested_at"])
         return run
+    # Parsing builds millions of small objects that hold no cycles: the cyclic garbage collector
+    # would walk them again and again (more than doubling the time on 100,000 requests).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        envelope = decode_envelope(bytes(upload.body))
-    except IngestError as exc:
-        envelope = {"outcome": "failed", "error": f"unreadable result upload: {exc}"}
-    result = envelope.get("result") or {}
-    records = result.get("requests") or []
-    count = store_records(run.pk, records) if records else 0
+        try:
+            envelope = decode_envelope(bytes(upload.body))
+        except IngestError as exc:
+            envelope = {"outcome": "failed", "error": f"unreadable result upload: {exc}"}
+        result = envelope.get("result") or {}
+        records = result.get("requests") or []
+        count = store_records(run.pk, records) if records else 0
+    finally:
+        if collecting:
+            gc.enable()
     engine = envelope.get("engine") or {}
     status = OUTCOMES[envelope["outcome"]]
     if status == Run.Status.DONE and result.get("complete") is False:

@@ -183,6 +183,20 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "portal"
+# Every periodic task, in one place (run with ``celery -A specportal.celery_app beat``).
+CELERY_BEAT_SCHEDULE = {
+    # A QUEUED run whose message was lost (broker restart) is published again.
+    "runs-republish-stale": {"task": "experiments.runs_republish_stale_task", "schedule": 30.0},
+    # Runs whose agent stopped renewing the lease: re-queued once, then failed.
+    "runs-reap-expired-leases": {
+        "task": "experiments.runs_reap_expired_leases_task",
+        "schedule": 15.0,
+    },
+    # Uploads whose ingestion message was lost are ingested anyway.
+    "uploads-ingest-pending": {"task": "experiments.uploads_ingest_pending_task", "schedule": 60.0},
+    # Hosts whose agent went silent are marked unreachable (and refuse new starts).
+    "hosts-check-health": {"task": "experiments.hosts_check_health_task", "schedule": 30.0},
+}
 
 LOGGING = {
     "version": 1,

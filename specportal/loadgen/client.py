@@ -10,11 +10,14 @@ response is over (``sse.split_events``, ``endpoints.parse_stream``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from specportal.loadgen.endpoints import EndpointKind, parse_stream
 from specportal.loadgen.records import RequestRecord
@@ -29,10 +32,67 @@ class RawStream:
 
     times: list[float] = field(default_factory=list)
     reads: list[bytes] = field(default_factory=list)
+    # (perf_counter, body bytes received so far) per socket read, from the protocol (see
+    # ``SocketStampingHandler``); None when the connection's protocol could not stamp.
+    socket_stamps: list[tuple[float, int]] | None = None
 
     @property
     def size(self) -> int:
         return sum(len(r) for r in self.reads)
+
+    def arrival_times(self) -> tuple[list[float], str]:
+        """Each read's arrival: the socket read that delivered its last byte, else the read."""
+        stamps = self.socket_stamps
+        if not stamps:
+            return list(self.times), "read"
+        received = [n for _, n in stamps]
+        out: list[float] = []
+        end = 0
+        for read, t_read in zip(self.reads, self.times, strict=True):
+            end += len(read)
+            i = bisect_left(received, end)
+            out.append(min(stamps[i][0], t_read) if i < len(stamps) else t_read)
+        return out, "socket"
+
+
+class SocketStampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, stamping ``perf_counter()`` as bytes leave the socket.
+
+    ``data_received`` runs from the selector callback, before any waiting coroutine resumes: in a
+    burst where many streams become readable at once, the last coroutine to resume would
+    otherwise stamp its read after all the others ran. The stamps are kept per response body
+    (a new list for each body on a kept-alive connection).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stamped_payload: object | None = None
+        self.stamps: list[tuple[float, int]] = []
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter()
+        super().data_received(data)
+        payload = getattr(self, "_payload", None)
+        if payload is None:
+            return
+        if payload is not self.stamped_payload:
+            self.stamped_payload = payload
+            self.stamps = []
+        self.stamps.append((t, payload.total_bytes))
+
+
+def install_socket_stamps(connector: aiohttp.TCPConnector) -> bool:
+    """Make ``connector`` build ``SocketStampingHandler`` protocols (False: left as it was).
+
+    aiohttp keeps the protocol factory in ``TCPConnector._factory``; if a release changes that,
+    the client falls back to stamping each read when its coroutine resumes.
+    """
+    factory = getattr(connector, "_factory", None)
+    if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
+        return False
+    stamping: Any = functools.partial(SocketStampingHandler, *factory.args, **factory.keywords)
+    connector._factory = stamping
+    return True
 
 
 async def stream_request(
@@ -64,6 +124,13 @@ async def stream_request(
                     f": {detail}" if detail else ""
                 )
                 return
+            connection = resp.connection
+            protocol = connection.protocol if connection is not None else None
+            if (
+                isinstance(protocol, SocketStampingHandler)
+                and protocol.stamped_payload is resp.content
+            ):
+                raw.socket_stamps = protocol.stamps  # this body's list, kept after reuse
             readany = resp.content.readany
             while True:
                 data = await readany()
@@ -97,7 +164,8 @@ async def stream_request(
 
 def finish_record(record: RequestRecord, kind: EndpointKind, raw: RawStream, t0: float) -> None:
     """Split and parse the raw stream into the record's chunks, tokens, usage and outcome."""
-    times, reads = raw.times, raw.reads
+    times, record.timestamp_source = raw.arrival_times()
+    reads = raw.reads
     record.read_count = len(reads)
     if reads:
         record.done_time = times[-1] - t0

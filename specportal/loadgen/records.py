@@ -52,6 +52,7 @@ class RequestRecord:
     meta_info: dict[str, Any] | None = None  # SGLang ``/generate``, last event
     timings: dict[str, Any] | None = None  # llama.cpp, the event that carried them
     read_count: int = 0  # network reads that delivered the response body
+    timestamp_source: str | None = None  # "socket" (protocol-level stamps) or "read"
 
     def set_text(self, text: str) -> None:
         self.text = text

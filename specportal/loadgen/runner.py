@@ -36,7 +36,13 @@ import numpy as np
 from specportal import __version__
 from specportal.loadgen import acceptance as acc
 from specportal.loadgen.arrivals import schedule, schedule_for_duration
-from specportal.loadgen.client import RawStream, finish_record, request_headers, stream_request
+from specportal.loadgen.client import (
+    RawStream,
+    finish_record,
+    install_socket_stamps,
+    request_headers,
+    stream_request,
+)
 from specportal.loadgen.config import BenchConfig
 from specportal.loadgen.endpoints import RequestSpec, build_body
 from specportal.loadgen.records import RequestRecord
@@ -493,6 +499,7 @@ async def _main(
     connector = aiohttp.TCPConnector(
         limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
     )
+    install_socket_stamps(connector)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     watcher = asyncio.create_task(run.watch_external_stop())
     monitor = _Monitor()
@@ -673,6 +680,7 @@ async def _warmup_only(
     connector = aiohttp.TCPConnector(
         limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
     )
+    install_socket_stamps(connector)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await run.warmup(session)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from specportal.loadgen import BenchConfig, RequestRecord, run_benchmark
+from specportal.loadgen.client import RawStream
 from specportal.loadgen.endpoints import EndpointKind
 from specportal.loadgen.sse import split_events
 from specportal.workload.items import WorkItem
@@ -267,3 +268,21 @@ def test_without_chunk_token_options_counts_are_unknown_not_guessed() -> None:
     assert r.success
     assert r.chunk_tokens is None
     assert r.output_tokens == 2
+
+
+def test_reads_take_the_socket_stamp_that_delivered_their_last_byte() -> None:
+    raw = RawStream(times=[10.0, 20.0, 30.0], reads=[b"abc", b"defgh", b"ij"])
+    raw.socket_stamps = [(5.0, 2), (8.0, 3), (15.0, 8)]  # the last read's bytes: no stamp
+    assert raw.arrival_times() == ([8.0, 15.0, 30.0], "socket")
+    assert RawStream(times=[1.0], reads=[b"x"]).arrival_times() == ([1.0], "read")
+
+
+def test_chunks_are_stamped_at_the_socket_read() -> None:
+    steps: list[Step] = [Write(0.0, _chunk(" a", 1)), Write(0.03, _chunk(" b", 2, "stop") + DONE)]
+    with ScriptedServer(lambda p, b: steps) as server:
+        [r] = _run(server, "openai-completions")
+        served = server.served[0]
+    assert r.success
+    assert r.timestamp_source == "socket"
+    for seen, written in zip(r.chunk_times, served.writes, strict=True):
+        assert seen - r.sent >= written - served.arrived  # still never before the write

@@ -1,0 +1,202 @@
+"""Ingestion speed: a load-generator result file of 100,000 requests × 256 tokens in ~100 chunks.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/sp_bench .venv/bin/python benchmarks/ingest_copy.py \
+        [--requests 100000] [--chunks 100] [--tokens 256]
+
+Writes the agent's gzip'd upload (the envelope around the load generator's own result file,
+per-request text included), then times, against PostgreSQL:
+
+* ``ingest``: the portal's real path (``experiments.ingest.upload_ingest``): gunzip, JSON parse,
+  COPY of one row per request with chunk times and token counts as arrays, run update, commit;
+* ``raw COPY``: the same rows, already formatted as COPY text, streamed into the same table.
+
+The database named by ``DATABASE_URL`` is migrated first; the rows are deleted afterwards.
+Target (issue 5): ingest ≤ 10 s on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "specportal.settings")
+
+
+def _record(index: int, chunks: int, tokens: int, rng: random.Random) -> dict[str, Any]:
+    sent = index * 0.01
+    per_chunk = [tokens // chunks] * chunks
+    per_chunk[-1] += tokens - sum(per_chunk)
+    times = []
+    t = sent + 0.05
+    for _ in range(chunks):
+        t += rng.uniform(0.005, 0.03)
+        times.append(t)
+    return {
+        "index": index,
+        "request_id": f"specportal-{index}",
+        "warmup": False,
+        "category": "chat",
+        "prompt_len": 512,
+        "max_tokens": tokens,
+        "scheduled": sent,
+        "slot_acquired": sent,
+        "sent": sent,
+        "chunk_times": times,
+        "chunk_tokens": per_chunk,
+        "done_time": t,
+        "output_tokens": tokens,
+        "prompt_tokens": 512,
+        "usage": {"prompt_tokens": 512, "completion_tokens": tokens},
+        "finish_reason": "length",
+        "success": True,
+        "http_status": 200,
+        "error_kind": None,
+        "error_message": None,
+        "text": "token " * tokens,
+        "text_sha256": f"{rng.getrandbits(256):064x}",
+        "meta_info": None,
+        "timings": None,
+        "read_count": chunks,
+    }
+
+
+def make_upload(requests: int, chunks: int, tokens: int) -> bytes:
+    rng = random.Random(0)
+    result = {
+        "schema": "specportal.loadgen.result",
+        "schema_version": 1,
+        "complete": True,
+        "summary": {"completed": requests},
+        "acceptance": {},
+        "server": {},
+        "requests": [_record(i, chunks, tokens, rng) for i in range(requests)],
+        "warmup_requests": [],
+    }
+    envelope = {"schema": 1, "outcome": "done", "error": None, "engine": {}, "result": result}
+    return gzip.compress(json.dumps(envelope, separators=(",", ":")).encode(), compresslevel=5)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--chunks", type=int, default=100)
+    parser.add_argument("--tokens", type=int, default=256)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from experiments import ingest, pgcopy
+    from experiments.models import Arm, Experiment, RequestRecord, ResultUpload, Run
+    from runs.services import configuration_create, host_register
+
+    if connection.vendor != "postgresql":
+        print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
+        return 2
+    call_command("migrate", interactive=False, verbosity=0)
+
+    t = time.perf_counter()
+    # The generated upload is cached: building it takes longer than ingesting it.
+    cache = (
+        Path(__file__).resolve().parents[1]
+        / "var"
+        / f"bench-ingest-{args.requests}-{args.chunks}-{args.tokens}.json.gz"
+    )
+    if cache.exists():
+        body = cache.read_bytes()
+    else:
+        body = make_upload(args.requests, args.chunks, args.tokens)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes(body)
+    print(
+        f"upload: {args.requests:,} requests × {args.tokens} tokens in {args.chunks} chunks, "
+        f"{len(body) / 1e6:.1f} MB gzip'd ({time.perf_counter() - t:.1f} s to build or read)"
+    )
+
+    config, _ = configuration_create(
+        document={
+            "schema": 1,
+            "engine": "vllm",
+            "target": {"model": "bench/model", "revision": "0" * 40},
+            "proposal": {},
+        }
+    )
+    host = host_register(name=f"bench-{os.getpid()}")
+    experiment = Experiment.objects.create(
+        name="ingest benchmark", workloads=[{"name": "w"}], loads=[{"name": "l"}], objectives={}
+    )
+    arm = Arm.objects.create(experiment=experiment, position=0, label="a", configuration=config)
+
+    def new_run(sequence: int) -> Run:
+        return Run.objects.create(
+            experiment=experiment,
+            arm=arm,
+            host=host,
+            sequence=sequence,
+            workload="w",
+            load="l",
+            repetition=sequence,
+            position=1,
+            estimated_seconds=0,
+            status=Run.Status.RUNNING,
+            attempt=1,
+            claimed_at=timezone.now(),
+        )
+
+    try:
+        run = new_run(1)
+        upload = ResultUpload.objects.create(run=run, attempt=1, body=body, sha256="-")
+        t = time.perf_counter()
+        ingest.upload_ingest(upload_id=upload.pk)
+        ingest_seconds = time.perf_counter() - t
+        stored = RequestRecord.objects.filter(run=run).count()
+        print(f"ingest (gunzip + parse + COPY + commit): {ingest_seconds:.2f} s, {stored:,} rows")
+
+        # The same rows, already encoded in COPY's binary format, straight into the same table:
+        # the server's share, the floor for this table.
+        envelope = json.loads(gzip.decompress(body))
+        other = new_run(2)
+        blocks = list(
+            pgcopy.encode_rows(
+                ingest.COLUMN_KINDS,
+                ingest.record_rows(other.pk, envelope["result"]["requests"]),
+            )
+        )
+        del envelope
+        table = RequestRecord._meta.db_table
+        columns = ", ".join(f'"{c}"' for c in ingest.COLUMNS)
+        t = time.perf_counter()
+        with (
+            transaction.atomic(),
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            for block in blocks:
+                copy.write(block)
+        raw_seconds = time.perf_counter() - t
+        print(f"raw COPY of the same rows, pre-encoded (server side only): {raw_seconds:.2f} s")
+        print(
+            f"ingest target ≤ 10 s: {'met' if ingest_seconds <= 10 else 'NOT met'} "
+            f"({ingest_seconds:.2f} s)"
+        )
+    finally:
+        Run.objects.filter(experiment=experiment).delete()
+        experiment.delete()
+        host.delete()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
