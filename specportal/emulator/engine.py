@@ -114,6 +114,8 @@ class EngineStats:
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
     peak_waiting: int = 0
+    busy_sequences: int = 0  # Σ sequences per step (llama.cpp n_busy_slots_per_decode)
+    max_step_tokens: int = 0  # llama.cpp n_tokens_max
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0
 
@@ -529,6 +531,8 @@ class Engine:
         profile = self.config.profile
         critical = profile.critical_tokens
         tokens = prefill_tokens + decode_tokens
+        self.stats.max_step_tokens = max(self.stats.max_step_tokens, tokens)
+        self.stats.busy_sequences += len(self._plan)
         target_ms = profile.step_ms * max(1.0, tokens / critical)
         draft_ms = 0.0
         spec = self.config.spec

@@ -8,7 +8,9 @@
   accepts several (a burst of back-to-back events), ``chatcmpl-`` ids for both, ``timings`` on the
   last chunk, ``usage`` only with ``stream_options.include_usage``;
 * ``/health`` answers 503 with llama.cpp's loading body during the start-up delay;
-* ``/props`` and ``/slots`` report the speculative settings in force; ``/metrics`` only with
+* ``/slots`` and each response report speculation in force as the pinned build does
+  (``speculative``, ``speculative.types``; the n-max/n-min/p-min window only in the start-up log
+  line); ``/metrics`` only with
   ``--metrics`` (``llamacpp:`` names, including the ``spec_decode_*`` counters);
 * a draft model without a ``draft-*`` ``--spec-type`` is loaded but drafts nothing (the measured
   gotcha); removed flags are refused by the flag table with the real message and exit status 1.
@@ -49,7 +51,9 @@ from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
 from specportal.emulator.vllm import ConfigError
 
 PINNED_VERSION: Final = "0.3.36+0c1e570"
-BUILD_INFO: Final = "b0-unknown"  # what the pinned build reports (no git metadata in the sdist)
+# What the pinned build reports as built by ``specportal real-engine`` (build 1, commit 0c1e570);
+# real-engine.md measured "b0-unknown" on a build without git metadata.
+BUILD_INFO: Final = "b1-0c1e570"
 DEFAULT_CTX: Final = 4096
 # The pinned build's defaults (--spec-draft-n-max 3, n-min 0, p-min 0.00).
 DEFAULT_N_MAX: Final = 3
@@ -500,15 +504,15 @@ class LlamaApp:
         self.task = 0
 
     def generation_settings(self) -> dict[str, Any]:
+        """The per-response settings; speculation appears as ``speculative.types`` only (the
+        pinned build reports n_max/n_min/p_min nowhere but its start-up log line)."""
         s = self.config.settings
+        types = "none," + s["spec_type"] if s["speculative"] else "none"
         return {
             "n_predict": -1,
             "seed": self.config.seed,
             "temperature": 0.8,
-            "speculative.n_max": s["n_max"],
-            "speculative.n_min": s["n_min"],
-            "speculative.p_min": s["p_min"],
-            "speculative.type": s["spec_type"],
+            "speculative.types": types,
             "timings_per_token": False,
         }
 
@@ -518,19 +522,16 @@ class LlamaApp:
         return [
             {
                 "id": i,
-                "id_task": -1,
                 "n_ctx": s["n_ctx_slot"],
                 "speculative": s["speculative"],
                 "is_processing": i < busy,
+                "id_task": -1,
+                "n_prompt_tokens": 0,
+                "n_prompt_tokens_processed": 0,
+                "n_prompt_tokens_cache": 0,
                 "params": self.generation_settings(),
                 "next_token": [
-                    {
-                        "has_next_token": False,
-                        "has_new_line": False,
-                        "n_remain": -1,
-                        "n_decoded": 0,
-                        "stopping_word": "",
-                    }
+                    {"has_next_token": False, "has_new_line": False, "n_remain": -1, "n_decoded": 0}
                 ],
             }
             for i in range(s["parallel"])
@@ -539,13 +540,10 @@ class LlamaApp:
     def props(self) -> dict[str, Any]:
         s = self.config.settings
         return {
+            # Before any slot exists the pinned build reports no speculation here.
             "default_generation_settings": {
-                "id": 0,
-                "id_task": -1,
                 "n_ctx": s["n_ctx_slot"],
-                "speculative": s["speculative"],
-                "is_processing": False,
-                "params": self.generation_settings(),
+                "params": {**self.generation_settings(), "speculative.types": "none"},
             },
             "total_slots": s["parallel"],
             "model_alias": self.config.model_name,

@@ -235,3 +235,24 @@ def test_a_failing_sink_does_not_stop_the_engine() -> None:
     assert Recorder.done
     assert engine.sink_errors == 1
     assert engine.stats.request_success["abort"] == 1
+
+
+def test_llamacpp_p_min_gate_cuts_the_drafts_that_would_be_rejected() -> None:
+    # llama.cpp #25908: --spec-draft-n-max 64 with the default p-min 0.00 drafts the whole
+    # window and most of it is rejected; a 0.75 gate recovers acceptance and speed.
+    draft = ACCEPTANCE_PROFILES["draft"]
+    p4 = model_profile("Qwen/Qwen3-4B")
+
+    def run(p_min: float) -> tuple[float, float]:
+        spec_config = SpecConfig("draft-simple", 64, 0.1, draft, p_min=p_min)
+        result = simulate(
+            config(spec_config, profile=p4), requests(4, max_tokens=128), concurrency=1
+        )
+        summary = _summary(result)
+        return summary["acceptance"], summary["throughput"]
+
+    open_acceptance, open_speed = run(0.0)
+    gated_acceptance, gated_speed = run(0.75)
+    assert open_acceptance < 0.15
+    assert gated_acceptance > 3 * open_acceptance
+    assert gated_speed > 1.5 * open_speed

@@ -103,9 +103,9 @@ def test_generated_command_starts_the_emulator(
                 if key in proposal:
                     assert info[key] == proposal[key]
             assert info["context_length"] == document["target"]["context_length"]
-        if document["engine"] == "llamacpp":
-            params = client.get(f"{emu.url}/props").json()["default_generation_settings"]["params"]
-            if proposal:
-                assert params["speculative.n_max"] == proposal["spec_draft_n_max"]
-                assert params["speculative.p_min"] == proposal["spec_draft_p_min"]
-                assert "draft_n" in response.json()["timings"]
+        if document["engine"] == "llamacpp" and proposal:
+            slot = client.get(f"{emu.url}/slots").json()[0]
+            assert slot["speculative"] is True
+            assert "draft_n" in response.json()["timings"]
+            n_max, p_min = proposal["spec_draft_n_max"], proposal["spec_draft_p_min"]
+            assert f"n_max={n_max}, n_min=0, p_min={p_min:.2f}" in emu.log()
