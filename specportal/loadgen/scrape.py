@@ -227,13 +227,15 @@ def parse_scrapes(scrapes: Sequence[Scrape]) -> dict[str, Any]:
             continue
         parsed.append({"kind": s.kind, "t": s.t, "samples": samples})
     gauges: dict[str, list[list[float]]] = {name: [] for name in GAUGES}
+    counters: dict[str, list[list[float]]] = {name: [] for name in COUNTERS}
     for p in parsed:
         if p["samples"] is None:
             continue
-        for name, candidates in GAUGES.items():
-            value = _first(p["samples"], candidates)
-            if value is not None:
-                gauges[name].append([p["t"], value])
+        for series, table in ((gauges, GAUGES), (counters, COUNTERS)):
+            for name, candidates in table.items():
+                value = _first(p["samples"], candidates)
+                if value is not None:
+                    series[name].append([p["t"], value])
     before = next((p["samples"] for p in parsed if p["kind"] == "before" and p["samples"]), None)
     after = next(
         (p["samples"] for p in reversed(parsed) if p["kind"] == "after" and p["samples"]), None
@@ -249,6 +251,8 @@ def parse_scrapes(scrapes: Sequence[Scrape]) -> dict[str, Any]:
         "scrapes": parsed,
         "gauges": {k: v for k, v in gauges.items()},
         "gauge_max": {k: (max(x[1] for x in v) if v else None) for k, v in gauges.items()},
+        # counters as sampled (cumulative values): when preemptions or cache hits happened
+        "counters": counters,
         "counter_deltas": deltas,
         "prefix_cache_hit_fraction": hit_rate,
         "parse_errors": errors,

@@ -49,3 +49,15 @@ def test_pages_need_a_login(client) -> None:  # type: ignore[no-untyped-def]
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"].startswith("/accounts/login/")
+
+
+def test_roles_survive_a_flush_of_the_role_groups() -> None:
+    # A transactional test (live_server) flushes every table, the migration's groups included:
+    # users created afterwards must still get their roles, not silently none.
+    from django.contrib.auth.models import Group
+
+    Group.objects.all().delete()
+    user = user_create_or_update(username="late", password=None, role_names=[roles.EXPERIMENTER])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_rotate(user=user)}")
+    assert client.get("/api/v1/whoami/").json()["roles"] == ["experimenter"]

@@ -128,3 +128,63 @@ def test_import_command_refuses_an_unknown_program_in_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "cannot tell the engine" in done.stderr
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "broken.json").write_text('{"schema": 1,')
+    (tmp_path / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "unknown-engine.json").write_text('{"schema": 1, "engine": "vlm"}')
+    return {
+        "missing": str(tmp_path / "nope.json"),
+        "directory": str(tmp_path),
+        "empty": str(tmp_path / "empty.json"),
+        "malformed": str(tmp_path / "broken.json"),
+        "not utf-8": str(tmp_path / "latin1.json"),
+        "not an object": str(tmp_path / "list.json"),
+        "unknown engine": str(tmp_path / "unknown-engine.json"),
+    }
+
+
+def assert_one_line_refusal(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") <= 1
+    assert (done.stderr + done.stdout).strip().count("\n") == 0, done.stderr + done.stdout
+
+
+def test_bad_configuration_files_are_refused_in_one_line_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    for name, path in _bad_inputs(tmp_path).items():
+        for command in (["lint"], ["launch-command"]):
+            done = specportal(*command, path)
+            assert_one_line_refusal(done)
+            if name == "unknown engine":
+                assert "did you mean 'vllm'" in done.stderr + done.stdout
+        as_json = specportal("lint", "--json", path)
+        assert as_json.returncode != 0
+        assert "Traceback" not in as_json.stderr
+        if as_json.stdout:  # a document that parses but is invalid: one error finding
+            (finding,) = json.loads(as_json.stdout)
+            assert finding["severity"] == "error"
+        else:
+            assert_one_line_refusal(as_json)
+
+
+def test_bad_command_lines_are_refused_in_one_line_without_a_traceback() -> None:
+    for command in (
+        "",
+        "vllm",
+        "vllm serve",
+        "llama-server -m",
+        "vllm serve m 'unterminated",
+        "vllm serve m --speculative-config '{bad'",
+        "vllm serve m --tensor-parallel-size two",
+    ):
+        assert_one_line_refusal(specportal("import-command", command))
+    for options in (["--sampling", "{"], ["--placement", "[1]"], ["--engine", "tgi"]):
+        done = specportal("import-command", *options, "vllm serve m")
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr

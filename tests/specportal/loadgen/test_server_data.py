@@ -87,6 +87,10 @@ def test_vllm_counters_scraped_before_during_after_give_acceptance() -> None:
     assert parsed["prefix_cache_hit_fraction"] == pytest.approx(10 / 40)
     assert parsed["gauge_max"]["kv_cache_usage"] == pytest.approx(0.25)
     assert parsed["gauges"]["running"][0][1] == 0.0
+    hits = parsed["counters"]["prefix_cache_hits"]
+    assert hits[0] == [pytest.approx(hits[0][0]), 10.0]
+    assert hits[-1][1] == 20.0
+    assert [t for t, _ in hits] == sorted(t for t, _ in hits)
 
 
 def test_no_metrics_endpoint_means_unavailable_not_zero() -> None:
