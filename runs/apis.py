@@ -366,6 +366,8 @@ class ImportCommandApi(APIView):
         image = serializers.CharField(required=False)
         sampling = serializers.DictField(required=False)
         placement = serializers.DictField(required=False)
+        model_sha256 = serializers.CharField(required=False)
+        draft_sha256 = serializers.CharField(required=False)
 
     @extend_schema(
         request=ImportCommandInputSerializer,
@@ -382,7 +384,16 @@ class ImportCommandApi(APIView):
     def post(self, request: Request) -> Response:
         _refuse_unknown(
             request.data,
-            ("command", "engine", "engine_version", "image", "sampling", "placement"),
+            (
+                "command",
+                "engine",
+                "engine_version",
+                "image",
+                "sampling",
+                "placement",
+                "model_sha256",
+                "draft_sha256",
+            ),
         )
         serializer = self.ImportCommandInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -5,8 +5,9 @@ Header: ``Authorization: Host <token>`` (the token issued by ``host_token_issue`
 On success ``request.user`` is a :class:`HostPrincipal` (an ``AnonymousUser`` subclass that is
 authenticated, holds no role and no groups) and ``request.auth`` is the :class:`runs.models.GpuHost`.
 Agent views use ``authentication_classes = [HostTokenAuthentication]`` with
-``permission_classes = [IsHostAgent]``; a host token gets 403 on every role-protected endpoint
-(it has no role), and a missing or wrong token gets 401 with ``WWW-Authenticate: Host``.
+``permission_classes = [IsHostAgent]``; a host token is no credential on the user endpoints
+(401 there: they authenticate users only), a user's token none on the agent endpoints, and a
+missing or wrong host token gets 401 with ``WWW-Authenticate: Host``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -73,3 +75,18 @@ class IsHostAgent(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.auth, GpuHost)
+
+
+class HostTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """Describes ``Authorization: Host <token>`` in the OpenAPI schema (the agent endpoints)."""
+
+    target_class = HostTokenAuthentication
+    name = "hostToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": f"Host token of a GPU host's agent: `{KEYWORD} <token>`",
+        }

@@ -2,7 +2,8 @@
 
 The command may be one quoted string or the words after ``--``. Leading ``NAME=value`` words
 become ``runtime.env``. The command line carries no engine build or sampling: give them with
-``--engine-version``, ``--image`` and ``--sampling`` to reproduce a configuration exactly (same
+``--engine-version``, ``--image``, ``--sampling``, ``--placement`` (and for llama.cpp
+``--model-sha256``, ``--draft-sha256``) to reproduce a configuration exactly (same
 hash as the document ``launch-command`` was run on).
 """
 
@@ -27,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", help="engine_build.image")
     parser.add_argument("--sampling", help="the sampling section, as JSON")
     parser.add_argument("--placement", help="runtime.placement, as JSON")
+    parser.add_argument(
+        "--model-sha256", help="llama.cpp: target.model_sha256 (the GGUF's SHA-256)"
+    )
+    parser.add_argument(
+        "--draft-sha256", help="llama.cpp: proposal.spec_draft_model_sha256 (the draft GGUF's)"
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -62,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
             image=args.image,
             sampling=_json_option("sampling", args.sampling),
             placement=_json_option("placement", args.placement),
+            model_sha256=args.model_sha256,
+            draft_sha256=args.draft_sha256,
         )
     except ImportProblem as exc:
         raise CliError(str(exc)) from None

@@ -10,9 +10,10 @@ parses through the same flag tables as the launch-command builder:
 * anything the tables do not know — including removed flags such as llama.cpp's ``--draft-max`` —
   is kept verbatim in ``target.extra_args``, where the linter reports it.
 
-The command line does not carry ``engine_build``, ``sampling`` or ``runtime.placement``; pass them
-(``engine_version``, ``image``, ``sampling``, ``placement``) to get the very document, and so the
-very configuration hash, that produced a launch command.
+The command line does not carry ``engine_build``, ``sampling``, ``runtime.placement`` or (llama.cpp)
+the GGUF files' SHA-256; pass them (``engine_version``, ``image``, ``sampling``, ``placement``,
+``model_sha256``, ``draft_sha256``) to get the very document, and so the very configuration hash,
+that produced a launch command. Without them the target and proposal hashes already match.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def import_command(
     image: str | None = None,
     sampling: Mapping[str, Any] | None = None,
     placement: Mapping[str, Any] | None = None,
+    model_sha256: str | None = None,
+    draft_sha256: str | None = None,
 ) -> ImportResult:
     """Parse ``command`` (a shell string or an argv list) into a normalised document."""
     if isinstance(command, str):
@@ -84,10 +87,21 @@ def import_command(
     except EngineArgumentError as exc:
         raise ImportProblem(exc.message) from None
     target = dict(parsed.target)
+    proposal = dict(parsed.proposal)
+    if model_sha256 or draft_sha256:
+        # llama-server takes a GGUF path: its pin (the file's SHA-256) is not on the command line.
+        if engine != "llamacpp":
+            raise ImportProblem(
+                "GGUF SHA-256 pins are for llama.cpp; vLLM and SGLang pin models by --revision"
+            )
+        if model_sha256:
+            target["model_sha256"] = model_sha256
+        if draft_sha256:
+            proposal["spec_draft_model_sha256"] = draft_sha256
     if parsed.extra_args:
         target["extra_args"] = list(parsed.extra_args)
     document: dict[str, Any] = {"schema": 1, "engine": engine, "target": target}
-    document["proposal"] = dict(parsed.proposal)
+    document["proposal"] = proposal
     build = {k: v for k, v in (("version", engine_version), ("image", image)) if v}
     if build:
         document["engine_build"] = build

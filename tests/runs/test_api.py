@@ -259,6 +259,33 @@ def test_import_command_api_round_trips_with_launch_command(config: FrozenConfig
     assert "command" in bad.json()["error"]["fields"]
 
 
+def test_import_command_api_round_trips_a_llamacpp_configuration_with_its_gguf_pins() -> None:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples/configs/llamacpp-draft-simple.json"
+    doc = json.loads(path.read_text())["document"]
+    stored = configuration_create(document=doc)[0]
+    client = client_for(roles.VIEWER)
+    launch = client.get(f"/api/v1/configurations/{stored.pk}/launch-command/").json()
+    body = {
+        "command": launch["shell"],
+        "engine_version": doc["engine_build"]["version"],
+        "sampling": doc["sampling"],
+        "model_sha256": doc["target"]["model_sha256"],
+        "draft_sha256": doc["proposal"]["spec_draft_model_sha256"],
+    }
+    imported = client.post("/api/v1/configurations/import-command/", body, format="json")
+    assert imported.status_code == 200, imported.content
+    assert imported.json()["config_hash"] == stored.config_hash
+    wrong = client.post(
+        "/api/v1/configurations/import-command/",
+        {"command": "vllm serve m", "model_sha256": "a" * 64},
+        format="json",
+    )
+    assert wrong.status_code == 400
+    assert "command" in wrong.json()["error"]["fields"]
+
+
 def test_hosts_crud_and_tokens_shown_once() -> None:
     operator = client_for(roles.OPERATOR)
     created = operator.post(
@@ -345,6 +372,15 @@ def test_the_openapi_schema_of_this_api_has_no_warnings_or_errors() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    mine = ("/runs/apis.py", "/accounts/views.py", "/configurations/", "/hosts/")
+    # This app's views and classes (the host-token scheme is used by the agent views elsewhere).
+    mine = (
+        "/runs/apis.py",
+        "/runs/authentication.py",
+        "/accounts/",
+        "/configurations/",
+        "/hosts/",
+        "/whoami/",
+        "HostTokenAuthentication",
+    )
     ours = [line for line in done.stderr.splitlines() if any(part in line for part in mine)]
     assert ours == []

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
 
@@ -95,28 +97,25 @@ def test_launch_command_prints_quoted_line_json_argv_and_env_separately() -> Non
     assert text_env[0] == "VLLM_USE_V2_MODEL_RUNNER=0"
 
 
-def test_import_command_round_trips_with_launch_command() -> None:
-    path = EXAMPLES / "vllm-eagle3-schedule.json"
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.json")), ids=lambda p: p.stem)
+def test_import_command_round_trips_with_launch_command(path: Path) -> None:
     document = json.loads(path.read_text())["document"]
     env = json.loads(specportal("launch-command", "--json", "--show-env", str(path)).stdout)
-    line = (
-        " ".join(f"{k}={v}" for k, v in env["env"].items())
-        + " "
-        + specportal("launch-command", str(path)).stdout.strip()
+    line = " ".join(
+        [f"{k}={v}" for k, v in env["env"].items()]
+        + [specportal("launch-command", str(path)).stdout.strip()]
     )
-    imported = specportal(
-        "import-command",
-        "--json",
-        "--engine-version",
-        document["engine_build"]["version"],
-        "--image",
-        document["engine_build"]["image"],
-        "--sampling",
-        json.dumps(document["sampling"]),
-        "--placement",
-        json.dumps(document["runtime"]["placement"]),
-        line,
-    )
+    options = ["--engine-version", document["engine_build"]["version"]]
+    if "image" in document["engine_build"]:
+        options += ["--image", document["engine_build"]["image"]]
+    options += ["--sampling", json.dumps(document["sampling"])]
+    if "placement" in document.get("runtime", {}):
+        options += ["--placement", json.dumps(document["runtime"]["placement"])]
+    if "model_sha256" in document["target"]:
+        options += ["--model-sha256", document["target"]["model_sha256"]]
+    if "spec_draft_model_sha256" in document["proposal"]:
+        options += ["--draft-sha256", document["proposal"]["spec_draft_model_sha256"]]
+    imported = specportal("import-command", "--json", *options, line)
     assert imported.returncode == 0, imported.stderr
     from specportal.engines.document import prepare
 

@@ -60,9 +60,18 @@ def test_generated_commands_parse_back_through_the_same_tables() -> None:
         }, path.name
 
 
-@pytest.mark.parametrize(
-    "name", ["vllm-eagle3-schedule", "vllm-baseline", "sglang-eagle3", "vllm-ngram"]
-)
+EXAMPLE_NAMES = sorted(path.stem for path in EXAMPLES.glob("*.json"))
+
+
+def _pins(doc: dict[str, Any]) -> dict[str, Any]:
+    """The GGUF SHA-256 pins: llama.cpp takes a file path, so no command line carries them."""
+    return {
+        "model_sha256": doc["target"].get("model_sha256"),
+        "draft_sha256": doc["proposal"].get("spec_draft_model_sha256"),
+    }
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_import_of_the_generated_command_gives_back_the_same_hash(name: str) -> None:
     doc = example(name)
     command = build_launch_command(doc, host="0.0.0.0", port=8000)
@@ -72,9 +81,27 @@ def test_import_of_the_generated_command_gives_back_the_same_hash(name: str) -> 
         image=doc["engine_build"].get("image"),
         sampling=doc.get("sampling"),
         placement=doc.get("runtime", {}).get("placement"),
+        **_pins(doc),
     )
     assert prepare(result.document)[1].config_hash == prepare(doc)[1].config_hash
     assert result.ignored == ["--host", "--port"]
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_the_bare_command_line_gives_back_the_target_and_proposal_hashes(name: str) -> None:
+    # What a command line does carry is the serving identity an experiment compares over.
+    doc = example(name)
+    result = import_command(build_launch_command(doc).shell_with_env(), **_pins(doc))
+    imported, original = prepare(result.document)[1], prepare(doc)[1]
+    assert (imported.target_hash, imported.proposal_hash) == (
+        original.target_hash,
+        original.proposal_hash,
+    )
+
+
+def test_gguf_pins_are_refused_for_engines_that_pin_by_revision() -> None:
+    with pytest.raises(ImportProblem, match="--revision"):
+        import_command("vllm serve m", model_sha256="a" * 64)
 
 
 def test_import_without_build_or_sampling_keeps_serving_identity() -> None:
