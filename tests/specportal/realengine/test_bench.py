@@ -74,11 +74,11 @@ def test_bench_measures_bursts_and_acceptance_matches_the_per_response_timings(
         content_times = [t for t, n in zip(record["chunk_times"], tokens, strict=True) if n]
         near_zero += sum(b - a < 0.005 for a, b in itertools.pairwise(content_times))
     # A step of the expensive target takes well over 5 ms; a verified burst is written back to
-    # back. So the near-zero gaps are the accepted tokens; a preempted client can only stretch a
-    # gap inside a burst, never shorten a step.
+    # back, so the near-zero gaps are the accepted tokens. On a shared machine a preempted server
+    # can stretch a gap inside a burst, and a stalled client can read two steps at once: allow
+    # 20 % either way.
     accepted = acceptance["accepted_tokens"]
-    assert near_zero <= accepted
-    assert near_zero >= 0.8 * accepted
+    assert near_zero == pytest.approx(accepted, rel=0.2)
     assert result["summary"]["median_itl_ms"] < 5.0 < result["summary"]["p99_itl_ms"]
 
 

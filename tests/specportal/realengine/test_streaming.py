@@ -66,9 +66,8 @@ def test_accepted_tokens_arrive_back_to_back_as_one_token_chunks(
     ]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     # One step of the expensive target takes milliseconds; tokens of one verified burst are
-    # written back to back. Gaps inside bursts are the accepted tokens (the step's own token
-    # opens each burst). A preempted client thread can only stretch a burst gap, never shorten a
-    # step, so the count never exceeds the accepted tokens; allow a few stretched ones.
+    # written back to back, so the gaps inside bursts are the accepted tokens (the step's own
+    # token opens each burst). A preempted server can stretch a gap inside a burst and a stalled
+    # client can read two steps at once: allow 20 % either way on a shared machine.
     near_zero = sum(gap < 0.005 for gap in gaps)
-    assert near_zero <= accepted
-    assert near_zero >= 0.8 * accepted
+    assert near_zero == pytest.approx(accepted, rel=0.2)
