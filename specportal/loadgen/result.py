@@ -30,6 +30,14 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
+def _record_dict(record: RequestRecord) -> dict[str, Any]:
+    data = record.to_dict()
+    for key in ("usage", "meta_info", "timings"):
+        if data[key] is not None:
+            data[key] = _finite(data[key])
+    return data
+
+
 def outcome_counts(records: Sequence[RequestRecord], ignore_eos: bool) -> dict[str, Any]:
     """Finish reasons, error kinds and truncations (``length`` finishes without ``ignore_eos``)."""
     finish = Counter(r.finish_reason or "unknown" for r in records if r.success)
@@ -84,6 +92,8 @@ class Result:
     source: str = "specportal"  # or "vllm-bench-serve" for an imported file
 
     def to_dict(self) -> dict[str, Any]:
+        # Chunk times and token counts are finite by construction, so only the small, free-form
+        # parts (server-supplied usage/meta_info/timings included) go through ``_finite``.
         out: dict[str, Any] = _finite(
             {
                 "schema": SCHEMA_NAME,
@@ -103,10 +113,10 @@ class Result:
                 "acceptance": self.acceptance,
                 "client_health": self.client_health,
                 "server": self.server,
-                "requests": [r.to_dict() for r in self.requests],
-                "warmup_requests": [r.to_dict() for r in self.warmup_requests],
             }
         )
+        out["requests"] = [_record_dict(r) for r in self.requests]
+        out["warmup_requests"] = [_record_dict(r) for r in self.warmup_requests]
         return out
 
     def to_json(self) -> str:
