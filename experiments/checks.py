@@ -7,10 +7,8 @@ is offline while a configuration names a model to be pulled from a hub.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, is_dataclass
 from datetime import timedelta
 from typing import Any, Final
 
@@ -106,19 +104,11 @@ def host_refusals(host: GpuHost, config: FrozenConfiguration) -> list[str]:
 
 
 def lint_findings(config: FrozenConfiguration, host: GpuHost) -> list[dict[str, Any]]:
-    """The configuration linter's findings as plain dicts (severity, code, message, path)."""
-    try:
-        lint = importlib.import_module("specportal.engines.lint")
-    except ModuleNotFoundError:  # the linter lands separately; until then nothing to report
-        return []
-    out = []
-    for finding in lint.lint(config.document):
-        if is_dataclass(finding) and not isinstance(finding, type):
-            data = asdict(finding)
-        else:
-            data = dict(finding)
-        out.append({k: v for k, v in data.items() if isinstance(v, str | int | float | None)})
-    return out
+    """The configuration linter's findings on this host (rule, severity, message, source)."""
+    from specportal.engines.lint import HostFacts, lint
+
+    facts = HostFacts(name=host.name, offline=host.offline)
+    return [dict(finding.as_dict()) for finding in lint(config.document, host=facts)]
 
 
 def host_record_heartbeat(*, host: GpuHost, inventory: Mapping[str, Any]) -> GpuHost:

@@ -275,7 +275,7 @@ def _start_refusals(
     if errors and not lint_override_reason.strip():
         for finding in errors:
             refusals.setdefault(f"arms.{finding['arm']}", []).append(
-                f"lint error {finding.get('code', '')}: {finding.get('message', '')} "
+                f"lint error {finding.get('rule', '')}: {finding.get('message', '')} "
                 "(give lint_override_reason to start anyway)"
             )
     return refusals, findings
