@@ -8,6 +8,7 @@ role may call them.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.db.models import QuerySet
@@ -53,6 +54,12 @@ def _document_problem(exc: DocumentError, prefix: str = "document") -> Applicati
     return ApplicationError(f"The configuration document is invalid: {exc}", fields=fields)
 
 
+def _unknown(key: str, allowed: tuple[str, ...], what: str) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {what} ({hint}allowed: {', '.join(allowed)})"
+
+
 def _refuse_unknown(data: Any, allowed: tuple[str, ...], immutable: tuple[str, ...] = ()) -> None:
     if not isinstance(data, dict):
         raise ApplicationError("The request body must be a JSON object.")
@@ -61,9 +68,20 @@ def _refuse_unknown(data: Any, allowed: tuple[str, ...], immutable: tuple[str, .
         if key in immutable:
             problems[key] = ["is immutable: a configuration's identity never changes"]
         elif key not in allowed:
-            problems[key] = [f"unknown field (allowed: {', '.join(allowed)})"]
+            problems[key] = [_unknown(key, allowed, "field")]
     if problems:
         raise ApplicationError("The request has fields that cannot be set.", fields=problems)
+
+
+def _refuse_unknown_filters(request: Request, allowed: tuple[str, ...]) -> None:
+    """A misspelt filter would silently return everything: refuse it instead."""
+    problems = {
+        key: [_unknown(key, allowed, "filter")]
+        for key in request.query_params
+        if key not in allowed and key != "format"
+    }
+    if problems:
+        raise ApplicationError("The request has unknown filters.", fields=problems)
 
 
 # --- configurations -------------------------------------------------------------------------------
@@ -106,13 +124,25 @@ class LabelsField(serializers.DictField):
     child = StrictCharField(max_length=200, allow_blank=True)
 
 
+CONFIGURATION_FILTERS = (
+    "engine",
+    "method",
+    "target_hash",
+    "proposal_hash",
+    "label",
+    "search",
+    "limit",
+    "offset",
+)
+
+
 class ConfigurationListApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
     class ConfigurationCreateInputSerializer(serializers.Serializer[Any]):
         document = serializers.JSONField()
-        name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-        description = serializers.CharField(required=False, allow_blank=True, default="")
+        name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+        description = StrictCharField(required=False, allow_blank=True, default="")
         labels = LabelsField(required=False, default=dict)
 
     @extend_schema(
@@ -133,6 +163,7 @@ class ConfigurationListApi(APIView):
         ),
     )
     def get(self, request: Request) -> Response:
+        _refuse_unknown_filters(request, CONFIGURATION_FILTERS)
         params = request.query_params
         engine = params.get("engine")
         if engine and engine not in ENGINES:
@@ -224,10 +255,15 @@ class ConfigurationDiffApi(APIView):
     def get(self, request: Request, config_id: int) -> Response:
         left = get_object_or_404(FrozenConfiguration, pk=config_id)
         other = request.query_params.get("other", "")
-        if not other.isdigit():
+        if not other:
             raise ApplicationError(
                 "Say which configuration to compare with.",
                 fields={"other": ["required: the id of another configuration"]},
+            )
+        if not other.isdigit():
+            raise ApplicationError(
+                "Say which configuration to compare with.",
+                fields={"other": ["must be the integer id of a configuration"]},
             )
         right = get_object_or_404(FrozenConfiguration, pk=int(other))
         return Response(
@@ -476,6 +512,7 @@ class HostListApi(APIView):
         responses=HostOutput(many=True),
     )
     def get(self, request: Request) -> Response:
+        _refuse_unknown_filters(request, ("emulated", "mode"))
         emulated_text = request.query_params.get("emulated")
         emulated = None if emulated_text is None else emulated_text.lower() in ("1", "true")
         hosts = selectors.host_list(emulated=emulated, mode=request.query_params.get("mode"))

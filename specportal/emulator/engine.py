@@ -131,6 +131,36 @@ class EngineStats:
 
 
 @dataclass(frozen=True)
+class AdaptiveSteps:
+    """SGLang's ``--speculative-adaptive``: switch the draft depth among candidates by an EMA of
+    the acceptance length (accepted + bonus per verify step), only between rounds.
+
+    The emulator's rule (SGLang's is "about round(ema) + 1"): after ``warmup_batches`` speculative
+    steps, every ``update_interval`` steps, go up one candidate when the depth in force is nearly
+    fully accepted (``ema >= depth + 1 + down_hysteresis``), down to the largest candidate
+    ``<= round(ema + down_hysteresis) + 1`` when that is smaller, else stay.
+    """
+
+    candidate_steps: tuple[int, ...] = (1, 3, 7)
+    ema_alpha: float = 0.2
+    update_interval: int = 5
+    warmup_batches: int = 10
+    down_hysteresis: float = -0.25
+    up_hysteresis: float = 0.0
+
+    def next_depth(self, current: int, ema: float) -> int:
+        candidates = sorted(self.candidate_steps)
+        higher = [c for c in candidates if c > current]
+        if higher and ema + self.up_hysteresis >= current + 1 + self.down_hysteresis:
+            return higher[0]
+        wanted = round(ema + self.down_hysteresis) + 1
+        if wanted < current:
+            lower = [c for c in candidates if c <= wanted]
+            return lower[-1] if lower else candidates[0]
+        return current
+
+
+@dataclass(frozen=True)
 class SpecConfig:
     """Speculative decoding in force (after the engine's own rules were applied)."""
 
@@ -143,6 +173,14 @@ class SpecConfig:
     # llama.cpp's greedy gate: stop drafting at the first position the draft is unsure of.
     p_min: float = 0.0
     n_min: int = 0
+    # SGLang adaptive depth (num_speculative_tokens is the starting depth).
+    adaptive: AdaptiveSteps | None = None
+
+    @property
+    def max_depth(self) -> int:
+        if self.adaptive is None:
+            return self.num_speculative_tokens
+        return max(self.num_speculative_tokens, *self.adaptive.candidate_steps)
 
     @property
     def family(self) -> str:
@@ -335,8 +373,12 @@ class Engine:
         self.waiting: deque[EmulatedSequence] = deque()
         self.running: list[EmulatedSequence] = []
         self.stats = EngineStats()
-        k = config.spec.num_speculative_tokens if config.spec else 0
+        k = config.spec.max_depth if config.spec else 0
         self.stats.accepted_per_pos = [0] * k
+        # SGLang adaptive: the depth in force and the EMA of acceptance length.
+        self.depth = config.spec.num_speculative_tokens if config.spec else 0
+        self.accept_ema: float | None = None
+        self.spec_steps = 0
         self._plan: list[_Planned] = []
         self._busy = False
         self._step_end = 0.0
@@ -415,6 +457,9 @@ class Engine:
     def _deliver(self, now: float) -> None:
         plan, self._plan = self._plan, []
         stats = self.stats
+        spec = self.config.spec
+        if spec is not None and spec.adaptive is not None:
+            self._adapt(spec.adaptive, plan)
         for item in plan:
             seq = item.seq
             if seq.finished:  # aborted during the step
@@ -461,13 +506,34 @@ class Engine:
                 if not seq.finished:
                     self.abort(seq)
 
+    def _adapt(self, adaptive: AdaptiveSteps, plan: list[_Planned]) -> None:
+        lengths = [p.accepted + 1 for p in plan if p.drafted and not p.seq.finished]
+        if not lengths:
+            return
+        mean = sum(lengths) / len(lengths)
+        alpha = adaptive.ema_alpha
+        self.accept_ema = (
+            mean if self.accept_ema is None else alpha * mean + (1 - alpha) * self.accept_ema
+        )
+        self.spec_steps += 1
+        if (
+            self.spec_steps > adaptive.warmup_batches
+            and self.spec_steps % adaptive.update_interval == 0
+        ):
+            self.depth = adaptive.next_depth(self.depth, self.accept_ema)
+
     def _schedule_step(self) -> float | None:
         config = self.config
         spec = config.spec
         budget = config.max_num_batched_tokens
         plan: list[_Planned] = []
         decode_batch = [s for s in self.running if s.decoding]
-        k_step = spec.k_for_batch(len(self.running)) if spec else 0
+        if spec is None:
+            k_step = 0
+        elif spec.adaptive is not None:
+            k_step = self.depth
+        else:
+            k_step = spec.k_for_batch(len(self.running))
         # Decode: every prefilled running sequence verifies k + 1 tokens.
         drafting: list[int] = []
         decode_tokens = 0

@@ -770,6 +770,8 @@ class LlamaApp:
             lines.append(f"llamacpp:{name}{label} {_num(value)}")
 
         prompt_tokens = sum(s.prompt_tokens for s in stats)
+        busy = sum(s.busy_sequences for s in stats)
+        steps = sum(e.steps for e in engines)
         predicted = sum(s.generation_tokens for s in stats)
         prompt_s = sum(s.prompt_seconds for s in stats)
         decode_s = sum(s.decode_seconds for s in stats)
@@ -799,13 +801,13 @@ class LlamaApp:
             "n_tokens_max",
             "counter",
             "Largest observed n_tokens.",
-            max((e.last_step_batch for e in engines), default=0),
+            max((st.max_step_tokens for st in stats), default=0),
         )
         metric(
             "n_busy_slots_per_decode",
             "gauge",
             "Average number of busy slots per llama_decode() call",
-            1.0,
+            busy / steps if steps else 0.0,
         )
         metric(
             "prompt_tokens_seconds",

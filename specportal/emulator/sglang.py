@@ -16,6 +16,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 from specportal.emulator import exposition
@@ -23,6 +24,7 @@ from specportal.emulator.engine import (
     E2E_BUCKETS,
     ITL_BUCKETS,
     TTFT_BUCKETS,
+    AdaptiveSteps,
     EmulatedSequence,
     Engine,
     EngineConfig,
@@ -84,6 +86,35 @@ def _tree_acceptance(profile: AcceptanceProfile, topk: int) -> AcceptanceProfile
     return dataclasses.replace(profile, base=base, rates=rates)
 
 
+def _adaptive(
+    args: dict[str, Any], algorithm: str, topk: int, startup: list[str]
+) -> AdaptiveSteps | None:
+    """``--speculative-adaptive`` (+ optional JSON config): EAGLE/EAGLE3 with top-k 1 only;
+    anything else falls back to the static settings, as SGLang does."""
+    if not args.get("speculative_adaptive"):
+        return None
+    if algorithm not in ("EAGLE", "EAGLE3", "NEXTN") or topk != 1:
+        startup.append(
+            "WARNING: speculative adaptive mode supports EAGLE/EAGLE3 with "
+            "--speculative-eagle-topk 1 only; using the static speculative settings."
+        )
+        return None
+    path = args.get("speculative_adaptive_config")
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            values = dict(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--speculative-adaptive-config {path}: {exc}") from exc
+    known = {f.name for f in dataclasses.fields(AdaptiveSteps)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"--speculative-adaptive-config: unknown keys {', '.join(unknown)}")
+    if "candidate_steps" in values:
+        values["candidate_steps"] = tuple(int(v) for v in values["candidate_steps"])
+    return AdaptiveSteps(**values)
+
+
 def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     model = args.get("model_path")
     if not model:
@@ -143,8 +174,13 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
             if emu.draft_cost is not None
             else draft_cost(method, profile, draft_model)
         )
+        adaptive = _adaptive(args, algorithm, int(topk), startup)
         spec = SpecConfig(
-            method=method, num_speculative_tokens=k, draft_cost=cost, acceptance=acceptance
+            method=method,
+            num_speculative_tokens=k,
+            draft_cost=cost,
+            acceptance=acceptance,
+            adaptive=adaptive,
         )
         d_params = draft_params(method, profile, draft_model)
     fraction = float(args.get("mem_fraction_static") or 0.88)
@@ -192,7 +228,6 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         "enable_metrics": bool(args.get("enable_metrics")),
         "decode_log_interval": int(args.get("decode_log_interval") or 40),
         "incremental_streaming_output": bool(args.get("incremental_streaming_output")),
-        # Accepted and reported; the emulator does not switch steps adaptively (README).
         "speculative_adaptive": bool(args.get("speculative_adaptive")),
         "host": args.get("host") or "127.0.0.1",
         "port": int(args.get("port") or 30000),
@@ -555,6 +590,9 @@ class SglangApp:
                 "load": engine.load,
             }
             stats = engine.stats
+            spec = self.config.engine.spec
+            if spec is not None and spec.adaptive is not None:
+                state["speculative_num_steps"] = engine.depth
             if self.config.engine.spec is not None and stats.num_drafts:
                 state["avg_spec_accept_length"] = (
                     stats.num_accepted_tokens + stats.num_drafts

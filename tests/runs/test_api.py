@@ -151,6 +151,8 @@ def test_create_is_idempotent_201_then_200_created_false() -> None:
         ({"document": "not an object"}, "document"),
         ({"document": VLLM_EAGLE3, "labels": {"team": 3}}, "labels.team"),
         ({"document": VLLM_EAGLE3, "config_hash": "x"}, "config_hash"),
+        ({"document": VLLM_EAGLE3, "name": 5}, "name"),
+        ({"document": VLLM_EAGLE3, "description": ["x"]}, "description"),
     ],
 )
 def test_bad_input_is_400_with_dotted_paths_and_nothing_saved(
@@ -180,6 +182,23 @@ def test_did_you_mean_reaches_the_api_and_malformed_json_is_400() -> None:
     assert malformed.status_code == 400
     assert malformed.json()["error"]["code"] == "malformed"
     assert FrozenConfiguration.objects.count() == 0
+
+
+def test_unknown_request_fields_and_filters_get_did_you_mean(config: FrozenConfiguration) -> None:
+    client = client_for(roles.OPERATOR, roles.EXPERIMENTER)
+    host = client.post("/api/v1/hosts/", {"name": "gpu-05", "gpu_modle": "H100"}, format="json")
+    assert host.status_code == 400
+    assert "did you mean 'gpu_model'" in host.json()["error"]["fields"]["gpu_modle"][0]
+    assert not GpuHost.objects.filter(name="gpu-05").exists()
+    typo = client.get("/api/v1/configurations/?engin=vllm")
+    assert typo.status_code == 400
+    assert "did you mean 'engine'" in typo.json()["error"]["fields"]["engin"][0]
+    assert client.get("/api/v1/configurations/?engine=vllm&limit=5").status_code == 200
+    hosts = client.get("/api/v1/hosts/?emulatd=1")
+    assert hosts.status_code == 400
+    assert "did you mean 'emulated'" in hosts.json()["error"]["fields"]["emulatd"][0]
+    other = client.get(f"/api/v1/configurations/{config.pk}/diff/?other=abc")
+    assert other.json()["error"]["fields"]["other"] == ["must be the integer id of a configuration"]
 
 
 def test_identity_cannot_be_patched_but_name_and_labels_can(config: FrozenConfiguration) -> None:

@@ -256,3 +256,18 @@ def test_llamacpp_p_min_gate_cuts_the_drafts_that_would_be_rejected() -> None:
     assert open_acceptance < 0.15
     assert gated_acceptance > 3 * open_acceptance
     assert gated_speed > 1.5 * open_speed
+
+
+def test_sglang_adaptive_depth_rises_on_easy_text_and_falls_on_hard_text() -> None:
+    from specportal.emulator.engine import AdaptiveSteps
+
+    adaptive = AdaptiveSteps(warmup_batches=2, update_interval=2)
+
+    def final_depth(rate: float) -> int:
+        spec_config = spec(3, 0.05, (rate,), adaptive=adaptive)
+        run = simulate(config(spec_config), requests(2, max_tokens=200), concurrency=1)
+        return run.engine.depth
+
+    assert final_depth(0.99) == 7
+    assert final_depth(0.1) == 1
+    assert adaptive.next_depth(3, 3.1) == 3  # two of three accepted: stay

@@ -6,6 +6,7 @@ import itertools
 import json
 import re
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -177,3 +178,39 @@ def test_bad_inputs_are_client_errors_not_crashes(start_emulator: StartEmulator)
             ).status_code
             == 200
         )
+
+
+def test_adaptive_mode_reports_the_depth_in_force(
+    start_emulator: StartEmulator, tmp_path: Path
+) -> None:
+    config = tmp_path / "adaptive.json"
+    config.write_text(
+        json.dumps({"candidate_steps": [1, 3, 7], "warmup_batches": 2, "update_interval": 2})
+    )
+    emu = start_emulator(
+        "sglang",
+        "--model-path",
+        "Qwen/Qwen3-8B",
+        *EAGLE,
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--speculative-adaptive",
+        "--speculative-adaptive-config",
+        str(config),
+        "--emu-acceptance-rates",
+        "0.99",
+    )
+    httpx.post(
+        f"{emu.url}/generate",
+        json={"text": "hi", "sampling_params": {"max_new_tokens": 120, "ignore_eos": True}},
+        timeout=20,
+    )
+    info = httpx.get(f"{emu.url}/get_server_info").json()
+    assert info["speculative_adaptive"] is True
+    assert info["internal_states"][0]["speculative_num_steps"] == 7
+    refused = start_emulator("sglang", "--model-path", LLAMA, *EAGLE, "--speculative-adaptive")
+    assert "static speculative settings" in refused.log()

@@ -227,3 +227,35 @@ def test_every_example_lints_without_errors() -> None:
     for path in sorted(EXAMPLES.glob("*.json")):
         document = json.loads(path.read_text())["document"]
         assert not [f for f in lint(document) if f.severity == "error"], path.name
+
+
+def test_known_flags_belong_in_the_document_not_in_extra_args() -> None:
+    doc = example("vllm-baseline")
+    doc["target"]["extra_args"] = ["--max-num-seqs", "64"]
+    finding = next(f for f in lint(doc) if f.rule == "known-flag-in-extra-args")
+    assert (finding.severity, finding.source) == ("warning", "target.extra_args.0")
+    assert "target.max_num_seqs" in finding.message
+    doc["target"]["extra_args"] = ["--speculative-config", '{"method": "ngram"}']
+    assert rules(doc)["known-flag-in-extra-args"] == "error"
+
+
+def test_vllm_tensor_parallel_size_inside_the_speculative_config_is_refused() -> None:
+    doc = example("vllm-eagle3-schedule")
+    doc["proposal"]["tensor_parallel_size"] = 1
+    assert rules(doc)["vllm-proposal-tensor-parallel-size"] == "error"
+
+
+def test_sglang_speculative_keys_without_an_algorithm_draft_nothing() -> None:
+    doc = example("sglang-eagle3")
+    del doc["proposal"]["speculative_algorithm"]
+    assert rules(doc)["sglang-speculative-keys-without-algorithm"] == "warning"
+    assert "sglang-speculative-keys-without-algorithm" not in rules(example("sglang-baseline"))
+
+
+def test_a_target_named_by_hub_id_is_an_error_only_on_an_offline_host() -> None:
+    doc = example("vllm-baseline")
+    assert "target-hub-id-offline" not in rules(doc)
+    offline = rules(doc, host=HostFacts(name="airgap-1", offline=True))
+    assert offline["target-hub-id-offline"] == "error"
+    doc["target"]["model"] = "/models/llama-3.1-8b"
+    assert "target-hub-id-offline" not in rules(doc, host=HostFacts(name="airgap-1", offline=True))
