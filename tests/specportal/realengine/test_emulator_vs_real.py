@@ -14,6 +14,8 @@ from specportal.realengine.server import free_port, serve
 
 pytestmark = pytest.mark.real_engine
 
+EMULATOR_README = Path(compare.__file__).resolve().parents[1] / "emulator" / "README.md"
+
 
 def _engine_args(models: Path) -> list[str]:
     tiny = models / "tiny"
@@ -58,12 +60,15 @@ def test_stream_event_shapes_are_the_real_servers(observations: dict[str, Any]) 
         assert emulated[name] == real[name], name
 
 
-def test_every_other_difference_is_listed_as_deliberate_or_as_a_known_defect(
+def test_every_other_difference_is_deliberate_and_listed_in_the_emulators_documentation(
     observations: dict[str, Any],
 ) -> None:
     found = compare.differences(observations["real"], observations["emulated"])
     explained = (*compare.EMULATOR_DELIBERATE, *compare.EMULATOR_KNOWN_DEFECTS)
     assert compare.unexplained(found, explained) == []
+    readme = " ".join(EMULATOR_README.read_text().split())
+    for _, phrase in compare.EMULATOR_DELIBERATE:
+        assert phrase in readme
 
 
 def test_the_comparison_sees_a_changed_key_type_or_metric() -> None:
