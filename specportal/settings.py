@@ -66,6 +66,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+if PRODUCTION:
+    # gunicorn serves no static files: WhiteNoise serves the collected ones (the admin's, the
+    # API docs' sidecar), so the docs pages work offline in the docker-compose stack too.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "specportal.urls"
 WSGI_APPLICATION = "specportal.wsgi.application"
