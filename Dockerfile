@@ -6,6 +6,7 @@ COPY pyproject.toml README.md ./
 COPY specportal specportal
 COPY accounts accounts
 COPY runs runs
+COPY experiments experiments
 COPY analysis analysis
 COPY templates templates
 COPY examples examples

@@ -76,3 +76,15 @@ def test_dockerfile_copies_what_exists_and_env_example_covers_the_variables() ->
     for variable in set(re.findall(r"\$\{(\w+)\}", compose_text)):
         assert re.search(rf"^{variable}=", example, flags=re.MULTILINE), variable
     assert "SPECPORTAL_ENV=production" in example
+
+
+def test_the_image_holds_every_django_app_of_the_project() -> None:
+    # A Django app missing from the image (or from the installed packages) only shows when the
+    # stack starts, and no Docker engine starts it here.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    local_apps = [app for app in settings.INSTALLED_APPS if (ROOT / app).is_dir()]
+    assert {"accounts", "runs", "experiments"} <= set(local_apps)
+    for app in local_apps:
+        assert re.search(rf"^COPY {app} {app}$", dockerfile, flags=re.MULTILINE), app
+        assert f'"{app}*"' in pyproject, app

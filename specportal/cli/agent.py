@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             "data_folder_in": queue,
             "data_folder_out": queue,
             "processed_folder": str(args.broker_dir / "processed"),
+            "control_folder": str(args.broker_dir / "control"),
             "store_processed": False,
         }
         Path(queue).mkdir(parents=True, exist_ok=True)

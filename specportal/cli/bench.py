@@ -133,6 +133,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tokens per chunk become unknown",
     )
 
+    compat = parser.add_argument_group(
+        "accepted from vllm bench serve and ignored (they change nothing here: SpecPortal loads no "
+        "tokenizer and sends no readiness request)"
+    )
+    compat.add_argument("--trust-remote-code", action="store_true", help=argparse.SUPPRESS)
+    compat.add_argument("--tokenizer-mode", default=None, help=argparse.SUPPRESS)
+    compat.add_argument("--ready-check-timeout-sec", type=int, default=None, help=argparse.SUPPRESS)
+    compat.add_argument("--skip-tokenizer-init", action="store_true", help=argparse.SUPPRESS)
+
     out = parser.add_argument_group("output")
     out.add_argument(
         "--output",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import multiprocessing
@@ -520,7 +521,13 @@ async def _main(
             if scraper is not None:
                 scraper.set_t0(t0)
                 scraper.start()
-            await run.dispatch(session, t0)
+            # Everything allocated so far (imports, workload, bodies) is long-lived: moving it to
+            # the permanent generation keeps full collections during the run short.
+            gc.freeze()
+            try:
+                await run.dispatch(session, t0)
+            finally:
+                gc.unfreeze()
             await monitor.stop()
             run.finish_all()
             if scraper is not None:

@@ -7,10 +7,12 @@ import copy
 import itertools
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -18,14 +20,17 @@ from analysis.objectives import objectives_hash
 from experiments import services
 from experiments.models import Experiment, RequestRecord, ResultUpload, Run
 from experiments.planning import rotation
+from runs.models import GpuHost
 from runs.services import configuration_create
-from tests.experiments.conftest import NGRAM, OBJECTIVES, Setup, api_as
+from tests.experiments.conftest import BASELINE, NGRAM, OBJECTIVES, Setup, api_as, register_host
 from tests.experiments.harness import (
     Process,
+    free_port,
     private_redis,
     redis_url_for_tests,
     start_agent,
     start_portal_worker,
+    subprocess_env,
     use_broker,
     wait_for,
 )
@@ -288,3 +293,64 @@ def test_a_restarted_broker_loses_nothing_queued(
             Run.objects.filter(experiment_id=experiment_id).values_list("status", flat=True)
         )
         assert statuses == {Run.Status.DONE}
+
+
+def test_an_endpoint_host_is_measured_without_launching_anything(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    # given a server already running (an emulated vLLM) registered as an endpoint host
+    port = free_port()
+    server = Process(
+        "endpoint-server",
+        [
+            sys.executable,
+            "-m",
+            "specportal",
+            "emulate",
+            "--flavor",
+            "vllm",
+            "--emu-version",
+            "0.30.0",
+            "--emu-step-ms",
+            "10",
+            BASELINE["target"]["model"],
+            "--port",
+            str(port),
+        ],
+        subprocess_env(),
+        tmp_path,
+    )
+    processes.append(server)
+    _host, token = register_host(
+        "gpu-e", mode=GpuHost.Mode.ENDPOINT, base_url=f"http://127.0.0.1:{port}"
+    )
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(start_agent("gpu-e", token, live_server.url, broker, tmp_path))
+    wait_for(
+        lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 60, "the endpoint", _logs(processes)
+    )
+    # when an experiment runs on it
+    experiment_id = _create(
+        setup,
+        candidates=[setup.ngram.pk],
+        labels=["baseline", "ngram"],
+        loads=[{"name": "c1", "concurrency": 1, "requests": 2}],
+        hosts=["gpu-e"],
+        repetitions=1,
+    )
+    wait_for(lambda: _finished(experiment_id), 120, "the experiment to finish", _logs(processes))
+    # then the agent recorded the server's self-report and launched nothing
+    runs = list(Run.objects.filter(experiment_id=experiment_id))
+    assert {r.status for r in runs} == {Run.Status.DONE}
+    for run in runs:
+        assert run.command == []
+        assert run.engine_report["/version"] == {"version": "0.30.0"}
+        assert run.engine_report["/v1/models"]["data"][0]["id"] == BASELINE["target"]["model"]
+        assert RequestRecord.objects.filter(run=run).count() == 2
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import gzip
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -9,6 +11,7 @@ from django.utils import timezone
 
 from accounts.errors import ApplicationError
 from experiments import services
+from experiments.ingest import upload_ingest
 from experiments.models import Arm, Experiment, Run
 from experiments.planning import rotation
 from runs.models import GpuHost
@@ -209,3 +212,94 @@ def test_cancel_stops_queued_runs_and_flags_running_ones(setup: Setup) -> None:
     assert run.status == Run.Status.CLAIMED
     assert run.cancel_requested
     assert not Run.objects.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).exists()
+
+
+def _end(run: Run, outcome: str) -> None:
+    """An agent's whole attempt: claim, run, upload, then the portal worker's ingestion."""
+    services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
+    services.run_progress(
+        host=run.host, run_id=run.pk, attempt=run.attempt, phase="running", details={}
+    )
+    record = {
+        "index": 0,
+        "sent": 0.0,
+        "chunk_times": [0.1],
+        "chunk_tokens": [1],
+        "output_tokens": 1,
+        "success": True,
+    }
+    envelope = {
+        "schema": 1,
+        "outcome": outcome,
+        "error": None,
+        "engine": {},
+        "result": {"requests": [record]},
+    }
+    upload = services.run_result_receive(
+        host=run.host,
+        run_id=run.pk,
+        attempt=run.attempt,
+        body=gzip.compress(json.dumps(envelope).encode()),
+    )
+    upload_ingest(upload_id=upload.pk)
+    services.experiment_advance(experiment_id=run.experiment_id)
+
+
+def test_stop_policy_cancels_the_rest_once_failures_exceed_the_maximum(setup: Setup) -> None:
+    experiment = services.experiment_create(
+        **create_kwargs(
+            setup, repetitions=1, hosts=setup.hosts[:1], failure_policy="stop", max_failed_runs=1
+        )
+    )
+    services.experiment_start(experiment=experiment)
+    first = Run.objects.get(experiment=experiment, status=Run.Status.QUEUED)
+    _end(first, "failed")
+    # one failure is within the maximum: the next run is queued
+    second = Run.objects.get(experiment=experiment, status=Run.Status.QUEUED)
+    _end(second, "incomplete")
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.STOPPED
+    statuses = list(experiment.runs.order_by("sequence").values_list("status", flat=True))
+    assert statuses[:2] == [Run.Status.FAILED, Run.Status.INCOMPLETE]
+    assert set(statuses[2:]) == {Run.Status.CANCELLED}
+
+
+def test_a_cancelled_run_keeps_what_it_measured(setup: Setup) -> None:
+    experiment = services.experiment_create(
+        **create_kwargs(setup, repetitions=1, hosts=setup.hosts[:1])
+    )
+    services.experiment_start(experiment=experiment)
+    run = Run.objects.get(experiment=experiment, status=Run.Status.QUEUED)
+    services.run_claim(host=run.host, run_id=run.pk, attempt=1)
+    services.run_cancel(run=run)
+    answer = services.run_heartbeat(
+        host=run.host, inventory={}, current_run={"id": run.pk, "attempt": 1}
+    )
+    assert answer["cancel_requested"] is True
+    # the agent stops the load generator and uploads what it measured
+    envelope = {
+        "schema": 1,
+        "outcome": "cancelled",
+        "error": None,
+        "engine": {},
+        "result": {
+            "complete": False,
+            "requests": [
+                {
+                    "index": 0,
+                    "sent": 0.0,
+                    "chunk_times": [0.1],
+                    "chunk_tokens": [1],
+                    "output_tokens": 1,
+                    "success": True,
+                }
+            ],
+        },
+    }
+    upload = services.run_result_receive(
+        host=run.host, run_id=run.pk, attempt=1, body=gzip.compress(json.dumps(envelope).encode())
+    )
+    upload_ingest(upload_id=upload.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert run.requests.count() == 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,56 @@ def test_database_comes_from_the_environment(database_url: str, engine: str) -> 
     done = _load_settings(DATABASE_URL=database_url)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == engine
+
+
+def test_production_serves_the_static_files_the_docs_pages_need(tmp_path: Path) -> None:
+    # gunicorn serves no static files: without this the admin and the offline API docs (Swagger UI
+    # and Redoc from the sidecar) would load without their scripts in the docker-compose stack.
+    script = (
+        "import django; django.setup()\n"
+        "from django.core.management import call_command\n"
+        "from django.test import Client\n"
+        "call_command('collectstatic', interactive=False, verbosity=0)\n"
+        "r = Client().get('/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js')\n"
+        "print(r.status_code)\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
+    clean.pop("DATABASE_URL", None)
+    clean.update(
+        SPECPORTAL_ENV="production",
+        DJANGO_SECRET_KEY="k" * 50,
+        DJANGO_DEBUG="false",
+        DJANGO_ALLOWED_HOSTS="testserver",
+        SPECPORTAL_DATA_DIR=str(tmp_path),
+        DJANGO_SETTINGS_MODULE="specportal.settings",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=clean, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "200"
+
+
+def test_the_embedded_broker_keeps_every_folder_under_the_data_dir(tmp_path: Path) -> None:
+    # kombu's filesystem transport defaults its control folder to ./control (the repository root).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
+    clean.pop("CELERY_BROKER_URL", None)
+    clean["SPECPORTAL_DATA_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, specportal.settings as s; print(json.dumps(s.CELERY_BROKER_TRANSPORT_OPTIONS))",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+    )
+    assert done.returncode == 0, done.stderr
+    import json
+
+    options = json.loads(done.stdout)
+    folders = {key: value for key, value in options.items() if "folder" in key}
+    assert set(folders) >= {"data_folder_in", "data_folder_out", "control_folder"}
+    for value in folders.values():
+        assert Path(value).is_relative_to(tmp_path / "broker"), value

@@ -84,7 +84,9 @@ def _free_port() -> int:
 
 
 def test_unreachable_server_is_one_line_before_any_load(tmp_path: Path) -> None:
-    done = _bench("--base-url", f"http://127.0.0.1:{_free_port()}", "--num-prompts", "3",
+    # (vLLM-only flags such as --trust-remote-code are accepted, so pasted commands parse)
+    done = _bench("--trust-remote-code", "--tokenizer-mode", "auto",
+                  "--base-url", f"http://127.0.0.1:{_free_port()}", "--num-prompts", "3",
                   cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
