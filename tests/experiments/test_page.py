@@ -111,6 +111,7 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
     assert page.inner_text("#experiment-name") == experiment.name
     assert page.inner_text("#experiment-status") == "done"
     assert page.inner_text("#progress") == "4 / 4"
+    assert int(page.inner_text("#estimate")) > 0
     experiment.refresh_from_db()
     assert experiment.objectives_hash in page.inner_text("#objectives-lock")
     assert page.locator("#hosts .emulated").count() == 2
