@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -103,6 +105,15 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     return response
 
 
+@csrf_exempt  # it changes nothing; without this a POST would get Django's HTML CSRF page
 def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """404 for unknown /api/ URLs in the same shape (Django's handler404 otherwise renders HTML)."""
-    return JsonResponse(error_body("not_found", "Not found."), status=404)
+    message = "Not found."
+    if not request.path_info.endswith("/"):
+        try:
+            match = resolve(request.path_info + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not json_not_found:
+            message = f"Not found. Did you mean {request.path_info}/ (with the trailing slash)?"
+    return JsonResponse(error_body("not_found", message), status=404)

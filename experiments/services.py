@@ -61,8 +61,10 @@ WORKLOAD_KEYS: Final = frozenset(
         "category",
         "ignore_eos",
         "endpoint_kind",
+        "runner",  # "specportal" (default) or "vllm-bench-serve"
     }
 )
+RUNNERS: Final = ("specportal", "vllm-bench-serve")
 LOAD_KEYS: Final = frozenset(
     {"name", "concurrency", "request_rate", "burstiness", "requests", "duration_s"}
 )
@@ -147,6 +149,11 @@ def experiment_create(
     """Validate the whole definition at once (every problem reported with its path)."""
     errors: dict[str, list[str]] = {}
     workloads = _check_named_list(workloads, "workloads", WORKLOAD_KEYS, errors)
+    for index, workload in enumerate(workloads):
+        if isinstance(workload, dict) and workload.get("runner", "specportal") not in RUNNERS:
+            errors.setdefault(f"workloads.{index}.runner", []).append(
+                f"must be one of {', '.join(RUNNERS)}"
+            )
     loads = _check_named_list(loads, "loads", LOAD_KEYS, errors)
     _check_loads(loads, errors)
     if not candidates:

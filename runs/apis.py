@@ -74,14 +74,15 @@ def _refuse_unknown(data: Any, allowed: tuple[str, ...], immutable: tuple[str, .
 
 
 def _refuse_unknown_filters(request: Request, allowed: tuple[str, ...]) -> None:
-    """A misspelt filter would silently return everything: refuse it instead."""
+    """A misspelt filter or option would silently be ignored (a list returns everything, a lint
+    for an offline host lints for none): refuse it instead."""
     problems = {
-        key: [_unknown(key, allowed, "filter")]
+        key: [_unknown(key, allowed, "query parameter")]
         for key in request.query_params
         if key not in allowed and key != "format"
     }
     if problems:
-        raise ApplicationError("The request has unknown filters.", fields=problems)
+        raise ApplicationError("The request has unknown query parameters.", fields=problems)
 
 
 # --- configurations -------------------------------------------------------------------------------
@@ -254,6 +255,7 @@ class ConfigurationDiffApi(APIView):
     )
     def get(self, request: Request, config_id: int) -> Response:
         left = get_object_or_404(FrozenConfiguration, pk=config_id)
+        _refuse_unknown_filters(request, ("other",))
         other = request.query_params.get("other", "")
         if not other:
             raise ApplicationError(
@@ -302,6 +304,7 @@ FINDINGS_OUTPUT = inline_serializer(
 
 
 def _launch_params(request: Request) -> dict[str, Any]:
+    _refuse_unknown_filters(request, ("host", "port"))
     host = request.query_params.get("host") or None
     port_text = request.query_params.get("port")
     port = None
@@ -339,6 +342,7 @@ class ConfigurationLintApi(APIView):
     )
     def get(self, request: Request, config_id: int) -> Response:
         config = get_object_or_404(FrozenConfiguration, pk=config_id)
+        _refuse_unknown_filters(request, ("host",))
         host = _host_facts(request.query_params.get("host"))
         return Response({"findings": [f.as_dict() for f in lint(config.document, host=host)]})
 

@@ -172,6 +172,9 @@ if not CELERY_BROKER_URL:
         "data_folder_in": str(EMBEDDED_BROKER_DIR / "queue"),
         "data_folder_out": str(EMBEDDED_BROKER_DIR / "queue"),
         "processed_folder": str(EMBEDDED_BROKER_DIR / "processed"),
+        # kombu's default is ./control: the exchange tables would land in whatever directory a
+        # process starts in (the repository root). Every party (portal, agents) must share it.
+        "control_folder": str(EMBEDDED_BROKER_DIR / "control"),
         "store_processed": False,
     }
 else:

@@ -49,6 +49,7 @@ class AgentSettings:
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS
     engines: dict[str, list[str]] = field(default_factory=dict)
+    vllm_bench_command: str = "vllm bench serve"
 
 
 def gpu_inventory() -> list[dict[str, str]]:
@@ -212,7 +213,18 @@ class Executor:
             if spec["experiment"]["cache_policy"] == "reset_cache":
                 self._reset_cache(base_url, engine_name)
             self._progress(spec, attempt, "running")
-            result = self.runner(spec, base_url, cancelled)
+            if spec["workload"].get("runner") == "vllm-bench-serve":
+                from specportal.agent.vllm_bench import run_vllm_bench
+
+                result = run_vllm_bench(
+                    spec,
+                    base_url,
+                    cancelled,
+                    command=self.settings.vllm_bench_command,
+                    work_dir=self.settings.work_dir,
+                )
+            else:
+                result = self.runner(spec, base_url, cancelled)
             envelope["result"] = result
             engine_died = engine is not None and not engine.alive()
             if cancelled.is_set():

@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="{}",
         help='installed engines and versions as JSON, e.g. \'{"vllm": ["0.30.0"]}\'',
     )
+    parser.add_argument(
+        "--vllm-bench-command",
+        default="vllm bench serve",
+        help='the optional runner for workloads with "runner": "vllm-bench-serve"',
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("var/agent"))
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--health-timeout", type=float, default=900.0)
@@ -82,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         heartbeat_seconds=args.heartbeat_seconds,
         health_timeout_seconds=args.health_timeout,
         engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
+        vllm_bench_command=args.vllm_bench_command,
     )
     broker, options = args.broker, {}
     if not broker:
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             "data_folder_in": queue,
             "data_folder_out": queue,
             "processed_folder": str(args.broker_dir / "processed"),
+            "control_folder": str(args.broker_dir / "control"),
             "store_processed": False,
         }
         Path(queue).mkdir(parents=True, exist_ok=True)

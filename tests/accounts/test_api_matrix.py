@@ -174,6 +174,20 @@ def test_unknown_api_urls_are_404_in_the_error_shape(url: str) -> None:
             assert response["Content-Type"].startswith("application/json")
 
 
+def test_a_missing_trailing_slash_is_a_json_404_that_says_so_even_for_a_session_post(
+    django_user_model: Any,
+) -> None:
+    user = user_create_or_update(
+        username="browser", password="a-long-password-1", role_names=[roles.EXPERIMENTER]
+    )
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(user)
+    for method in ("get", "post"):
+        response = getattr(client, method)("/api/v1/configurations")
+        assert_error_shape(response, 404, {"not_found"})
+        assert "/api/v1/configurations/" in response.json()["error"]["message"]
+
+
 def test_405_415_and_malformed_json_use_the_error_shape() -> None:
     client = token_client(roles.EXPERIMENTER)
     assert_error_shape(client.put("/api/v1/configurations/"), 405, {"method_not_allowed"})

@@ -64,3 +64,16 @@ def test_load_examples_is_idempotent_and_covers_every_engine() -> None:
     assert engines == {"vllm", "sglang", "llamacpp"}
     schedule = FrozenConfiguration.objects.get(labels__example="vllm-eagle3-schedule")
     assert schedule.document["proposal"]["num_speculative_tokens_per_batch_size"][0] == [1, 16, 5]
+
+
+def test_admin_keeps_a_host_name_as_the_api_does(admin_client: Client) -> None:
+    from runs.models import GpuHost
+    from runs.services import host_register
+
+    host = host_register(name="gpu-01", gpu_model="H100-80GB", gpu_count=1)
+    url = f"/admin/runs/gpuhost/{host.pk}/change/"
+    assert 'name="name"' not in admin_client.get(url).content.decode()
+    assert 'name="name"' in admin_client.get("/admin/runs/gpuhost/add/").content.decode()
+    admin_client.post(url, {"name": "renamed", "mode": "managed", "gpu_count": 1})
+    assert GpuHost.objects.filter(name="gpu-01").exists()
+    assert not GpuHost.objects.filter(name="renamed").exists()

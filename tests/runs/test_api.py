@@ -197,6 +197,14 @@ def test_unknown_request_fields_and_filters_get_did_you_mean(config: FrozenConfi
     hosts = client.get("/api/v1/hosts/?emulatd=1")
     assert hosts.status_code == 400
     assert "did you mean 'emulated'" in hosts.json()["error"]["fields"]["emulatd"][0]
+    for url in (
+        f"/api/v1/configurations/{config.pk}/lint/?hots=gpu-01",
+        f"/api/v1/configurations/{config.pk}/launch-command/?prot=8000",
+        f"/api/v1/configurations/{config.pk}/diff/?othre={config.pk}",
+    ):
+        misspelt = client.get(url)
+        assert misspelt.status_code == 400, url
+        assert "did you mean" in next(iter(misspelt.json()["error"]["fields"].values()))[0]
     other = client.get(f"/api/v1/configurations/{config.pk}/diff/?other=abc")
     assert other.json()["error"]["fields"]["other"] == ["must be the integer id of a configuration"]
 

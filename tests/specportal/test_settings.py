@@ -73,3 +73,28 @@ def test_production_serves_the_static_files_the_docs_pages_need(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "200"
+
+
+def test_the_embedded_broker_keeps_every_folder_under_the_data_dir(tmp_path: Path) -> None:
+    # kombu's filesystem transport defaults its control folder to ./control (the repository root).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
+    clean.pop("CELERY_BROKER_URL", None)
+    clean["SPECPORTAL_DATA_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, specportal.settings as s; print(json.dumps(s.CELERY_BROKER_TRANSPORT_OPTIONS))",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+    )
+    assert done.returncode == 0, done.stderr
+    import json
+
+    options = json.loads(done.stdout)
+    folders = {key: value for key, value in options.items() if "folder" in key}
+    assert set(folders) >= {"data_folder_in", "data_folder_out", "control_folder"}
+    for value in folders.values():
+        assert Path(value).is_relative_to(tmp_path / "broker"), value

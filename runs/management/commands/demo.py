@@ -79,6 +79,7 @@ class Command(BaseCommand):
         log_dir = Path(settings.DATA_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         children: list[subprocess.Popen[bytes]] = []
+        stop_on_termination()
         try:
             children.append(_spawn("web", _web_argv(options["port"]), log_dir))
             _wait_http(address, children[0], log_dir / "web.log")
@@ -161,6 +162,17 @@ def _spawn(
         stderr=subprocess.STDOUT,
         start_new_session=True,  # Ctrl-C reaches us; we stop the children ourselves
     )
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_termination() -> None:
+    """SIGTERM and SIGHUP stop the demo as Ctrl-C does: the children run in their own sessions, so
+    without this a `kill` (or a closed terminal) would leave web, worker, beat and agents running."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:

@@ -17,6 +17,8 @@ pytestmark = pytest.mark.integration
 
 MODEL = "Qwen/Qwen3-8B"
 NGRAM = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
+# Timing does not matter to a test of text: run five times faster than real time.
+FAST = ("--emu-time-scale", "0.2")
 
 
 def test_completion_stream_is_framed_like_vllm_with_continuous_usage(
@@ -344,11 +346,13 @@ def _texts(url: str, n: int = 4, **extra: object) -> list[str]:
 def test_text_at_temperature_zero_is_identical_with_speculation_on_and_off(
     start_emulator: StartEmulator,
 ) -> None:
-    plain = start_emulator("vllm", MODEL)
-    spec = start_emulator("vllm", MODEL, "--speculative-config", NGRAM)
+    plain = start_emulator("vllm", MODEL, *FAST)
+    spec = start_emulator("vllm", MODEL, "--speculative-config", NGRAM, *FAST)
     eagle = '{"method":"eagle3","model":"e","num_speculative_tokens":5}'
-    lossy = start_emulator("vllm", MODEL, "--speculative-config", eagle, "--emu-lossy-rate", "0.5")
-    flip = start_emulator("vllm", MODEL, "--emu-batch-flip-rate", "0.3")
+    lossy = start_emulator(
+        "vllm", MODEL, "--speculative-config", eagle, "--emu-lossy-rate", "0.5", *FAST
+    )
+    flip = start_emulator("vllm", MODEL, "--emu-batch-flip-rate", "0.3", *FAST)
     reference = _texts(plain.url)
     assert reference == _texts(spec.url)
     assert reference == _texts(plain.url)  # and on every run

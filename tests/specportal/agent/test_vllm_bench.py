@@ -1,0 +1,85 @@
+"""The optional ``vllm bench serve`` runner, with ``specportal bench`` standing in for vLLM's CLI
+(same flags, same ``--save-result`` layout) against an emulated vLLM on loopback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specportal.agent.vllm_bench import run_vllm_bench
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+STAND_IN = "{python} -m specportal bench"
+
+
+@pytest.fixture
+def emulated_vllm() -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specportal",
+            "emulate",
+            "--flavor",
+            "vllm",
+            "--emu-step-ms",
+            "10",
+            MODEL,
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(10)
+
+
+def test_saved_vllm_result_is_read_back_as_the_load_generators_result(
+    emulated_vllm: str, tmp_path: Path
+) -> None:
+    spec = {
+        "id": 7,
+        "attempt": 1,
+        "repetition": 1,
+        "configuration": {
+            "engine": "vllm",
+            "document": {"engine": "vllm", "target": {"model": MODEL}},
+        },
+        "workload": {
+            "name": "chat",
+            "runner": "vllm-bench-serve",
+            "input_len": 32,
+            "output_len": 16,
+            "ignore_eos": True,
+        },
+        "load": {"name": "c2", "concurrency": 2, "requests": 4},
+    }
+    result = run_vllm_bench(
+        spec, emulated_vllm, threading.Event(), command=STAND_IN, work_dir=tmp_path
+    )
+    assert result["source"] == "vllm-bench-serve"
+    assert result["complete"] is True
+    assert result["summary"]["completed"] == 4
+    assert len(result["requests"]) == 4
+    assert all(r["chunk_times"] for r in result["requests"])
