@@ -354,3 +354,28 @@ def _http_ok(url: str) -> bool:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_cache_reset_policy_starts_vllm_in_dev_mode_and_records_it_on_the_run(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path))
+    experiment_id = _create(
+        setup,
+        candidates=[setup.ngram.pk],
+        labels=["baseline", "ngram"],
+        loads=[{"name": "c1", "concurrency": 1, "requests": 2}],
+        hosts=["gpu-a"],
+        repetitions=1,
+        cache_policy="reset_cache",
+    )
+    wait_for(lambda: _finished(experiment_id), 120, "the experiment to finish", _logs(processes))
+    runs = list(Run.objects.filter(experiment_id=experiment_id))
+    # the reset endpoint answered (vLLM serves it only in dev mode), so every run is done
+    assert {r.status for r in runs} == {Run.Status.DONE}, [r.error for r in runs]
+    for run in runs:
+        assert run.engine_env == {"VLLM_SERVER_DEV_MODE": "1"}
+        # recorded on the run, never in the frozen configuration
+        runtime_env = run.arm.configuration.document.get("runtime", {}).get("env", {})
+        assert "VLLM_SERVER_DEV_MODE" not in runtime_env

@@ -303,3 +303,14 @@ def test_a_cancelled_run_keeps_what_it_measured(setup: Setup) -> None:
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
     assert run.requests.count() == 1
+
+
+def test_silent_hosts_are_marked_unreachable(setup: Setup) -> None:
+    from experiments.checks import hosts_mark_silent
+
+    GpuHost.objects.filter(name="gpu-a").update(
+        last_heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert hosts_mark_silent() == 1
+    assert GpuHost.objects.get(name="gpu-a").health_status == GpuHost.Health.UNREACHABLE
+    assert GpuHost.objects.get(name="gpu-b").health_status == GpuHost.Health.HEALTHY
