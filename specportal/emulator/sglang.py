@@ -255,6 +255,9 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     )
 
 
+_POST_ROUTES = frozenset({"/generate", "/v1/completions", "/v1/chat/completions"})
+
+
 def _json(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -577,6 +580,9 @@ class SglangApp:
             if request.path.startswith("/v1/"):
                 return _openai_error(exc)
             return Response(exc.status, _json({"error": {"message": str(exc)}}))
+        # FastAPI (as the real server) answers 405 for a known path with the wrong method.
+        if request.path in _POST_ROUTES:
+            return Response(405, b'{"detail":"Method Not Allowed"}')
         return Response(404, b'{"detail":"Not Found"}')
 
     # --- endpoints ----------------------------------------------------------------------------

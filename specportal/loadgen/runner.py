@@ -1,7 +1,7 @@
 """``run_benchmark``: preflight, warmup, dispatch on the arrival schedule, scrape, summarise.
 
-Flow (as ``vllm bench serve``): preflight (``GET /health``, ``GET /v1/models``; never a generation,
-which would warm a cache) → warmup requests (kept apart, excluded from the summary) → ``/metrics``
+Flow (as ``vllm bench serve``): preflight (``GET /health``, ``GET /v1/models``, a probe of the
+generation path that cannot generate; never a generation, which would warm a cache) → warmup requests (kept apart, excluded from the summary) → ``/metrics``
 "before" scrape → ``t0`` → requests released on the schedule, each waiting for a concurrency slot
 when capped → all done → ``duration`` → "after" scrape → parse → summary.
 
@@ -91,8 +91,42 @@ def auth_headers(config: BenchConfig) -> dict[str, str]:
     return headers
 
 
+def probe_endpoint(client: httpx.Client, url: str) -> dict[str, Any]:
+    """Check that the generation endpoint exists without asking it to generate.
+
+    A generation, even a one-token one, would warm the prefix cache of one arm. Instead:
+    ``GET`` the path. FastAPI/Starlette servers (vLLM, SGLang) answer 405 for ``GET`` on a
+    ``POST`` route and 404 for an unknown path, so 405 settles it. llama-server (cpp-httplib)
+    answers 404 for ``GET`` on its ``POST`` routes too (measured on the pinned build), so after a
+    404 the path gets a ``POST`` of ``[]``: a JSON array is no generation request on any engine
+    (llama-server answers 400, FastAPI 400/422), while an unknown path still answers 404. Any
+    other answer (401 without a key, a proxy's 200...) is inconclusive and lets the run start;
+    the abort after the first identical failures stays as the second line of defence.
+    """
+    probe: dict[str, Any] = {"url": url, "get_status": None, "post_status": None}
+    try:
+        get = client.get(url)
+    except httpx.HTTPError as exc:
+        raise PreflightError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
+    probe["get_status"] = get.status_code
+    if get.status_code != 404:
+        return probe
+    try:
+        post = client.post(url, content=b"[]", headers={"Content-Type": "application/json"})
+    except httpx.HTTPError as exc:
+        raise PreflightError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
+    probe["post_status"] = post.status_code
+    if post.status_code == 404:
+        raise PreflightError(
+            f"{url} does not exist on this server (HTTP 404 for GET and POST): "
+            "wrong --endpoint or --backend?"
+        )
+    return probe
+
+
 def preflight(config: BenchConfig, headers: dict[str, str]) -> dict[str, Any]:
-    """``GET /health`` then ``GET /v1/models``; raises ``PreflightError`` with one line."""
+    """``GET /health``, ``GET /v1/models``, then :func:`probe_endpoint` (never a generation);
+    raises ``PreflightError`` with one line."""
     base = config.base_url.rstrip("/")
     info: dict[str, Any] = {}
     with httpx.Client(timeout=10.0, headers=headers) as client:
@@ -113,6 +147,7 @@ def preflight(config: BenchConfig, headers: dict[str, str]) -> dict[str, Any]:
                 data = models.json()["data"]
                 info["models"] = [m.get("id") for m in data]
                 info["model_root"] = data[0].get("root")
+        info["endpoint_probe"] = probe_endpoint(client, config.url)
     needs_model = config.endpoint_kind.startswith(("openai", "llamacpp-openai"))
     if config.request_model is None and needs_model and not info.get("models"):
         raise PreflightError(

@@ -123,3 +123,31 @@ def test_peaks_follow_vllm() -> None:
 def test_bad_goodput_objectives_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="invalid goodput objective"):
         metrics.parse_goodput([bad])
+
+
+def test_client_queue_and_latency_from_scheduled_arrival() -> None:
+    # Scheduled at 0, sent at 30 ms (waited for a slot), chunks at 130 and 150 ms.
+    waited = Timing(sent=0.030, chunk_times=[0.130, 0.150], chunk_tokens=[1, 1],
+                    output_tokens=2, scheduled=0.0)  # fmt: skip
+    on_time = Timing(sent=0.5, chunk_times=[0.6, 0.7], chunk_tokens=None, output_tokens=2,
+                     scheduled=0.5)  # fmt: skip
+    assert metrics.client_queue_time(waited) == pytest.approx(0.030)
+    assert metrics.latency_from_scheduled(waited) == pytest.approx(0.150)  # wait + E2E
+    assert metrics.e2el(waited) == pytest.approx(0.120)
+    summary = metrics.summarize([waited, on_time], duration=1.0)
+    assert summary["mean_client_queue_time_ms"] == pytest.approx(15.0)
+    assert summary["p50_latency_from_scheduled_ms"] == pytest.approx(175.0)  # 150 and 200 ms
+    assert summary["tokens_per_chunk_known_fraction"] == pytest.approx(0.5)
+    # amortized decode time only from the request whose counts are known: 20 ms / 1 token
+    assert summary["amortized_decode_ms_per_token"] == pytest.approx(20.0)
+    assert summary["mean_content_itl_ms"] == pytest.approx(20.0)
+
+
+def test_own_keys_are_null_without_data_while_vllm_keys_are_zero() -> None:
+    failed = Timing(sent=0.0, chunk_times=[], chunk_tokens=None, output_tokens=None, success=False)
+    summary = metrics.summarize([failed], duration=1.0)
+    assert summary["mean_ttft_ms"] == 0.0  # vLLM's quirk: an empty list yields 0
+    assert summary["mean_content_ttft_ms"] is None  # SpecPortal's: no data is null, never 0
+    assert summary["amortized_decode_ms_per_token"] is None
+    assert summary["tokens_per_chunk_known_fraction"] is None
+    assert summary["slo_attainment"] is None  # no objectives given

@@ -120,8 +120,15 @@ def completion_trace(
 
 
 class ScriptedServer:
-    def __init__(self, script: Script, metrics_text: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        script: Script,
+        metrics_text: Callable[[], str] | None = None,
+        generate_path: str | None = None,
+    ) -> None:
         self.script = script
+        # None: every POST path is scripted; a path: only that one, others answer 404.
+        self.generate_path = generate_path
         self.metrics_text = metrics_text
         self.served: list[Served] = []
         with socket.socket() as s:
@@ -179,7 +186,7 @@ class ScriptedServer:
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/{tail:.*}", self._generate)
+        app.router.add_post(self.generate_path or "/{tail:.*}", self._generate)
         self._runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)

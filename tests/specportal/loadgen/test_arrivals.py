@@ -128,3 +128,24 @@ def test_client_spread_over_processes_merges_one_schedule() -> None:
     assert result.summary["max_concurrent_requests"] <= 4
     assert result.duration > 0
     assert result.client_health["event_loop_lag"]["samples"] > 0
+
+
+def test_a_blocked_client_says_it_fell_behind() -> None:
+    # A progress callback that blocks the event loop for 60 ms per finished request: the timer
+    # probe wakes late and the sends after it leave late; the result must say so.
+    import time
+
+    def blocking_progress(done: int, total: int | None) -> None:
+        time.sleep(0.06)
+
+    config = BenchConfig(num_prompts=8, request_rate=100.0, burstiness=math.inf, model="m",
+                         scrape_metrics=False)  # fmt: skip
+    with ScriptedServer(_trace) as server:
+        config.base_url = server.base_url
+        result = run_benchmark(config, workload=[WorkItem(prompt="p", max_tokens=2)] * 8,
+                               progress=blocking_progress, handle_sigint=False)  # fmt: skip
+    health = result.client_health
+    assert health["fell_behind"] is True
+    assert any("event-loop lag" in r for r in health["fell_behind_reasons"])
+    assert health["event_loop_lag"]["max_ms"] >= 40
+    assert health["send_lateness"]["max_ms"] >= 20  # later sends waited for the blocked loop

@@ -112,3 +112,85 @@ def test_malformed_dataset_names_file_and_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert f"{bad}:2: 'max_tokens' must be a positive integer" in done.stderr
+
+
+def _config(*argv: str) -> Any:
+    import argparse
+
+    from specportal.cli import bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return bench.config_from_args(parser.parse_args(list(argv)))
+
+
+def test_every_vllm_bench_serve_spelling_lands_in_the_config(tmp_path: Path) -> None:
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"prompt": "hi"}\n')
+    cfg = _config(
+        "--backend", "openai-chat", "--base-url", "http://h:1", "--endpoint", "/v1/chat/completions",
+        "--model", "org/M", "--served-model-name", "m-served", "--num-prompts", "7",
+        "--max-concurrency", "3", "--request-rate", "2.5", "--burstiness", "0.5",
+        "--num-warmups", "2", "--dataset-name", "custom", "--dataset-path", str(data),
+        "--ignore-eos", "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,99.9",
+        "--goodput", "ttft:200", "tpot:50", "--seed", "11", "--label", "arm-a",
+        "--save-result", "--result-dir", "out", "--result-filename", "x.json",
+    )  # fmt: skip
+    assert (cfg.base_url, cfg.endpoint, cfg.endpoint_kind) == (
+        "http://h:1", "/v1/chat/completions", "openai-chat")  # fmt: skip
+    assert (cfg.model, cfg.served_model_name, cfg.request_model) == (
+        "org/M",
+        "m-served",
+        "m-served",
+    )
+    assert (cfg.num_prompts, cfg.max_concurrency, cfg.num_warmups, cfg.seed) == (7, 3, 2, 11)
+    assert (cfg.request_rate, cfg.burstiness) == (2.5, 0.5)
+    assert (cfg.workload.dataset_name, cfg.workload.dataset_path) == ("jsonl", str(data))
+    assert cfg.ignore_eos is True
+    assert cfg.percentile_metrics == ("ttft", "e2el")
+    assert cfg.metric_percentiles == (50.0, 99.9)
+    assert cfg.goodput_ms == {"ttft": 200.0, "tpot": 50.0}
+    assert cfg.label == "arm-a"
+    # the backend spellings and the endpoint kind (and engine) each selects
+    assert _config("--backend", "vllm").endpoint_kind == "openai-completions"
+    assert _config("--backend", "openai").endpoint_kind == "openai-completions"
+    sglang = _config("--backend", "sglang")
+    assert (sglang.endpoint_kind, sglang.engine) == ("sglang-generate", "sglang")
+    llama = _config("--backend", "llama.cpp")
+    assert (llama.endpoint_kind, llama.engine) == ("llamacpp-completion", "llamacpp")
+    # --host/--port build the URL when --base-url is absent, as in vLLM
+    assert _config("--host", "10.0.0.2", "--port", "9000").base_url == "http://10.0.0.2:9000"
+
+
+def test_summary_keeps_every_statistic_whatever_percentile_metrics_says(tmp_path: Path) -> None:
+    with ScriptedServer(_fast_trace) as server:
+        done = _bench(
+            "--base-url", server.base_url, "--model", "org/M", "--num-prompts", "4",
+            "--input-len", "8", "--output-len", "4", "--request-rate", "50",
+            "--percentile-metrics", "ttft", "--metric-percentiles", "99", "--label", "arm-a",
+            "--save-result", "--result-dir", "out", "--output", "run.json", "--no-metrics",
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = Result.read(tmp_path / "run.json").summary
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat in ("mean", "median", "std", "p50", "p90", "p95", "p99", "p99.9"):
+            assert isinstance(summary[f"{stat}_{metric}_ms"], float), (stat, metric)
+    # the vLLM-layout file follows the flags; its name follows vLLM's rule (label, rate, model)
+    [saved] = list((tmp_path / "out").glob("arm-a-50.0qps-M-*.json"))
+    data = json.loads(saved.read_text())
+    latency_keys = [k for k in data if k.endswith("_ms")]
+    assert latency_keys == ["mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms"]
+    assert data["label"] == "arm-a"
+    assert data["request_rate"] == 50.0
+
+
+def test_result_filename_replaces_the_name_inside_result_dir(tmp_path: Path) -> None:
+    with ScriptedServer(_fast_trace) as server:
+        done = _bench(
+            "--base-url", server.base_url, "--model", "M", "--num-prompts", "2",
+            "--input-len", "8", "--output-len", "2", "--save-result", "--result-dir", "res",
+            "--result-filename", "mine.json", "--no-metrics", cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "res" / "mine.json").read_text())["completed"] == 2

@@ -145,3 +145,52 @@ def test_sglang_acceptance_from_meta_info_per_position_unavailable() -> None:
     assert acc["per_position"] == UNAVAILABLE
     assert acc["acceptance_rate"] == pytest.approx(0.4)
     assert "interval gauge" in acc["acceptance_rate_source"]
+
+
+def test_scrapes_are_parsed_only_after_the_last_request_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from specportal.loadgen.scrape import parse_scrapes as real_parse
+
+    parsed_at: list[float] = []
+
+    def recording_parse(scrapes: Any) -> Any:
+        parsed_at.append(time.perf_counter())
+        return real_parse(scrapes)
+
+    monkeypatch.setattr("specportal.loadgen.runner.parse_scrapes", recording_parse)
+
+    def trace(path: str, body: dict[str, Any]) -> list[Step]:
+        return completion_trace([20 * (i + 1) for i in range(10)], [1] * 10)
+
+    def metrics_text() -> str:
+        return _vllm_metrics(1, 3, 1, [1, 0, 0], 1.0, 0.1, 1)
+
+    config = BenchConfig(num_prompts=3, max_concurrency=3, model="m", scrape_interval=0.03)
+    with ScriptedServer(trace, metrics_text) as server:
+        config.base_url = server.base_url
+        result = run_benchmark(config, workload=[WorkItem(prompt="p", max_tokens=10)] * 3,
+                               handle_sigint=False)  # fmt: skip
+        last_write = max(w for s in server.served for w in s.writes)
+    assert len(parsed_at) == 1
+    assert parsed_at[0] > last_write  # parsed once, after the last byte was written
+    scrapes = result.server["scrapes"]
+    before, after = scrapes[0], scrapes[-1]
+    assert before["kind"] == "before"
+    assert before["t"] <= 0  # before t0
+    assert after["kind"] == "after"
+    assert after["t"] >= result.duration
+    assert all(isinstance(s["text"], str) for s in scrapes)  # raw text stored as served
+
+
+def test_counters_that_did_not_move_make_acceptance_unavailable_not_zero() -> None:
+    same = parse_metrics_text(_vllm_metrics(10, 30, 12, [6, 4, 2], 0.0, 0.0, 0))
+    acc = compute_acceptance("vllm", [], same, same, [])
+    assert acc["acceptance_rate"] == UNAVAILABLE
+    assert acc["mean_acceptance_length"] == UNAVAILABLE
+    assert acc["per_position"] == UNAVAILABLE
+    assert acc["draft_tokens"] == 0
+    assert "no draft tokens" in acc["reason"]
+    assert vllm_keys(acc) == {}  # vLLM omits its spec_decode_* keys when nothing was drafted
