@@ -17,9 +17,11 @@ Target (issue 5): ingest ≤ 10 s on this machine.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gzip
 import json
 import os
+import pstats
 import random
 import sys
 import time
@@ -89,6 +91,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--chunks", type=int, default=100)
     parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument(
+        "--profile", action="store_true", help="print cProfile's top functions of the ingest"
+    )
     args = parser.parse_args()
 
     import django
@@ -158,10 +163,17 @@ def main() -> int:
     try:
         run = new_run(1)
         upload = ResultUpload.objects.create(run=run, attempt=1, body=body, sha256="-")
+        profiler = cProfile.Profile() if args.profile else None
         t, cpu = time.perf_counter(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
         ingest.upload_ingest(upload_id=upload.pk)
+        if profiler is not None:
+            profiler.disable()
         ingest_seconds = time.perf_counter() - t
         ingest_cpu = time.process_time() - cpu
+        if profiler is not None:
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
         stored = RequestRecord.objects.filter(run=run).count()
         print(
             f"ingest (gunzip + parse + COPY + commit): {ingest_seconds:.2f} s wall, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice, repeat
 from typing import Any, Final
 
 import numpy as np
@@ -24,6 +25,8 @@ NULL: Final = struct.pack(">i", -1)
 _FLOAT_ELEMENT = np.dtype([("length", ">i4"), ("value", ">f8")])
 _INT_ELEMENT = np.dtype([("length", ">i4"), ("value", ">i4")])
 _I4 = struct.Struct(">i")
+# An array field: its length, then ndim 1, no nulls, element type, size, lower bound 1.
+_ARRAY_HEAD = struct.Struct(">iiiiii")
 _I8_FIELD = struct.Struct(">iq")  # length 8, then the value
 _I4_FIELD = struct.Struct(">ii")
 _F8_FIELD = struct.Struct(">id")
@@ -43,24 +46,41 @@ BIGINT, INT, FLOAT, FLOAT_ARRAY, INT_ARRAY, BOOL, TEXT = (
 )
 
 
-def _array(values: Sequence[Any], oid: int, element: np.dtype[Any]) -> bytes:
-    n = len(values)
-    if n == 0:
-        return _EMPTY[oid]
-    packed = np.empty(n, element)
+def _arrays(values: Sequence[Any], oid: int, element: np.dtype[Any]) -> list[bytes]:
+    """One column of a batch of rows: every array's elements converted by numpy in one go.
+
+    Converting each row's list separately costs a numpy call per row (most of the encoding time
+    on 100-element arrays); one flat conversion per batch, then slicing, does not.
+    """
+    flat = list(chain.from_iterable(v for v in values if v is not None))
+    packed = np.empty(len(flat), element)
     packed["length"] = element["value"].itemsize
-    packed["value"] = values
+    packed["value"] = flat
     body = packed.tobytes()
-    header = struct.pack(">iiiii", 1, 0, oid, n, 1)
-    return _I4.pack(len(header) + len(body)) + header + body
+    width = element.itemsize
+    empty = _EMPTY[oid]
+    encoded: list[bytes] = []
+    offset = 0
+    for value in values:
+        if value is None:
+            encoded.append(NULL)
+            continue
+        n = len(value)
+        if n == 0:
+            encoded.append(empty)
+            continue
+        end = offset + n * width
+        encoded.append(_ARRAY_HEAD.pack(20 + n * width, 1, 0, oid, n, 1) + body[offset:end])
+        offset = end
+    return encoded
 
 
-def _float_array(values: Sequence[Any]) -> bytes:
-    return _array(values, FLOAT8_OID, _FLOAT_ELEMENT)
+def _float_arrays(values: Sequence[Any]) -> list[bytes]:
+    return _arrays(values, FLOAT8_OID, _FLOAT_ELEMENT)
 
 
-def _int_array(values: Sequence[Any]) -> bytes:
-    return _array(values, INT4_OID, _INT_ELEMENT)
+def _int_arrays(values: Sequence[Any]) -> list[bytes]:
+    return _arrays(values, INT4_OID, _INT_ELEMENT)
 
 
 def _float(value: Any) -> bytes:
@@ -84,38 +104,49 @@ def _text(value: Any) -> bytes:
     return _I4.pack(len(data)) + data
 
 
-# One encoder per column kind, looked up once per COPY rather than once per value.
-_ENCODERS: Final[dict[str, Callable[[Any], bytes]]] = {
-    FLOAT_ARRAY: _float_array,
-    INT_ARRAY: _int_array,
-    FLOAT: _float,
-    INT: _int,
-    BIGINT: _bigint,
-    BOOL: _bool,
-    TEXT: _text,
+def _scalars(encode: Callable[[Any], bytes]) -> Callable[[Sequence[Any]], list[bytes]]:
+    def column(values: Sequence[Any]) -> list[bytes]:
+        return [NULL if value is None else encode(value) for value in values]
+
+    return column
+
+
+# One encoder per column kind, each turning a whole column of a batch into its fields.
+_ENCODERS: Final[dict[str, Callable[[Sequence[Any]], list[bytes]]]] = {
+    FLOAT_ARRAY: _float_arrays,
+    INT_ARRAY: _int_arrays,
+    FLOAT: _scalars(_float),
+    INT: _scalars(_int),
+    BIGINT: _scalars(_bigint),
+    BOOL: _scalars(_bool),
+    TEXT: _scalars(_text),
 }
 
 
 def encode_rows(
     kinds: Sequence[str], rows: Iterable[Sequence[Any]], batch: int = 2_000
 ) -> Iterator[bytes]:
-    """The whole binary COPY stream (signature, tuples, trailer) in blocks of ``batch`` rows."""
+    """The whole binary COPY stream (signature, tuples, trailer) in blocks of ``batch`` rows.
+
+    Each block is encoded column by column (so arrays convert in bulk) and joined once.
+    """
     encoders = [_ENCODERS[kind] for kind in kinds]
     count = struct.pack(">h", len(kinds))
-    block = bytearray(SIGNATURE)
-    pending = 0
-    for row in rows:
-        block += count
-        block += b"".join(
-            [
-                NULL if value is None else encode(value)
-                for encode, value in zip(encoders, row, strict=True)
-            ]
-        )
-        pending += 1
-        if pending >= batch:
-            yield bytes(block)
-            block = bytearray()
-            pending = 0
-    block += TRAILER
-    yield bytes(block)
+    first = True
+    iterator = iter(rows)
+    while True:
+        chunk = list(islice(iterator, batch))
+        if not chunk:
+            break
+        # Both strict: every row as long as the others, and as many values as columns.
+        columns = [
+            encode(values)
+            for encode, values in zip(encoders, zip(*chunk, strict=True), strict=True)
+        ]
+        fields = chain.from_iterable(zip(repeat(count, len(chunk)), *columns, strict=True))
+        block = b"".join(fields)
+        if first:
+            block = SIGNATURE + block
+            first = False
+        yield block
+    yield (SIGNATURE if first else b"") + TRAILER
