@@ -22,6 +22,7 @@ from accounts.errors import ApplicationError
 from accounts.permissions import IsExperimenterOrReadOnly
 from experiments import selectors, services
 from experiments.models import Experiment, Run
+from runs.apis import _refuse_unknown, _refuse_unknown_filters
 from runs.models import FrozenConfiguration, GpuHost
 
 MAX_PAGE: Final = 1000
@@ -150,6 +151,7 @@ class ExperimentListApi(APIView):
 
     @extend_schema(operation_id="experiments_list", responses=ExperimentOutput(many=True))
     def get(self, request: Request) -> Response:
+        _refuse_unknown_filters(request, ())  # no filters yet: a ?status= would be ignored
         experiments = selectors.experiment_list()[:200]
         return Response(ExperimentOutput(experiments, many=True).data)
 
@@ -159,6 +161,8 @@ class ExperimentListApi(APIView):
         responses={201: ExperimentOutput},
     )
     def post(self, request: Request) -> Response:
+        # A misspelt optional key (``nmae``, ``warmup``) would silently take its default.
+        _refuse_unknown(request.data, tuple(self.ExperimentCreateInputSerializer().fields))
         data = self.ExperimentCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = services.experiment_create(user=request.user, **data.validated_data)
@@ -215,6 +219,7 @@ class ExperimentStartApi(APIView):
         responses=ExperimentOutput,
     )
     def post(self, request: Request, experiment_id: int) -> Response:
+        _refuse_unknown(request.data, tuple(self.ExperimentStartInputSerializer().fields))
         data = self.ExperimentStartInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = selectors.experiment_get(experiment_id=experiment_id)
@@ -244,6 +249,8 @@ class RunListApi(APIView):
         description=f"In execution order; at most {MAX_PAGE} runs.",
     )
     def get(self, request: Request) -> Response:
+        # A misspelt filter would list every run as if it matched.
+        _refuse_unknown_filters(request, selectors.RUN_FILTERS)
         try:
             runs = selectors.run_list(filters=request.query_params)
             page = list(runs[:MAX_PAGE])
@@ -304,6 +311,7 @@ class RunRequestsApi(APIView):
         ),
     )
     def get(self, request: Request, run_id: int) -> Response:
+        _refuse_unknown_filters(request, tuple(self.QuerySerializer().fields))
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         run = selectors.run_get(run_id=run_id)
