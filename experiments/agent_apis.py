@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -64,6 +66,26 @@ def run_spec(run: Run) -> dict[str, Any]:
     }
 
 
+RUN_SPEC_OUTPUT = inline_serializer(
+    "AgentRunSpec",
+    {
+        "id": serializers.IntegerField(),
+        "attempt": serializers.IntegerField(),
+        "status": serializers.CharField(),
+        "cancel_requested": serializers.BooleanField(),
+        "lease_seconds": serializers.IntegerField(),
+        "experiment": serializers.DictField(),
+        "host": serializers.DictField(),
+        "arm": serializers.DictField(),
+        "configuration": serializers.DictField(),
+        "workload": serializers.DictField(),
+        "load": serializers.DictField(),
+        "repetition": serializers.IntegerField(),
+        "sequence": serializers.IntegerField(),
+    },
+)
+
+
 class _AgentApi(APIView):
     authentication_classes = (HostTokenAuthentication,)
     permission_classes = (IsHostAgent,)
@@ -78,16 +100,23 @@ class _AgentApi(APIView):
 
 
 class AgentRunApi(_AgentApi):
+    @extend_schema(operation_id="agent_run_retrieve", responses=RUN_SPEC_OUTPUT)
     def get(self, request: Request, run_id: int) -> Response:
         return Response(run_spec(self.own_run(request, run_id)))
 
 
 class AgentRunClaimApi(_AgentApi):
-    class InputSerializer(serializers.Serializer[Any]):
+    class AgentClaimInputSerializer(serializers.Serializer[Any]):
         attempt = serializers.IntegerField(min_value=1)
 
+    @extend_schema(
+        operation_id="agent_run_claim",
+        request=AgentClaimInputSerializer,
+        responses=RUN_SPEC_OUTPUT,
+        description="Conditional: 409 if another attempt holds the run.",
+    )
     def post(self, request: Request, run_id: int) -> Response:
-        data = self.InputSerializer(data=request.data)
+        data = self.AgentClaimInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         self.own_run(request, run_id)  # 404 for another host's run, before any 409
         services.run_claim(host=self.host(request), run_id=run_id, **data.validated_data)
@@ -95,25 +124,45 @@ class AgentRunClaimApi(_AgentApi):
 
 
 class AgentHeartbeatApi(_AgentApi):
-    class InputSerializer(serializers.Serializer[Any]):
+    class AgentHeartbeatInputSerializer(serializers.Serializer[Any]):
         inventory = serializers.DictField(required=False, default=dict)
         current_run = serializers.DictField(required=False, allow_null=True, default=None)
 
+    @extend_schema(
+        operation_id="agent_heartbeat",
+        request=AgentHeartbeatInputSerializer,
+        responses=inline_serializer(
+            "AgentHeartbeatAnswer",
+            {
+                "lease_seconds": serializers.IntegerField(),
+                "cancel_requested": serializers.BooleanField(),
+                "held": serializers.BooleanField(required=False),
+            },
+        ),
+    )
     def post(self, request: Request) -> Response:
-        data = self.InputSerializer(data=request.data)
+        data = self.AgentHeartbeatInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         answer = services.run_heartbeat(host=self.host(request), **data.validated_data)
         return Response(answer)
 
 
 class AgentRunProgressApi(_AgentApi):
-    class InputSerializer(serializers.Serializer[Any]):
+    class AgentProgressInputSerializer(serializers.Serializer[Any]):
         attempt = serializers.IntegerField(min_value=1)
         phase = serializers.CharField(max_length=32)
         details = serializers.DictField(required=False, default=dict)
 
+    @extend_schema(
+        operation_id="agent_run_progress",
+        request=AgentProgressInputSerializer,
+        responses=inline_serializer(
+            "AgentProgressAnswer",
+            {"cancel_requested": serializers.BooleanField(), "status": serializers.CharField()},
+        ),
+    )
     def post(self, request: Request, run_id: int) -> Response:
-        data = self.InputSerializer(data=request.data)
+        data = self.AgentProgressInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         self.own_run(request, run_id)
         run = services.run_progress(host=self.host(request), run_id=run_id, **data.validated_data)
@@ -123,6 +172,21 @@ class AgentRunProgressApi(_AgentApi):
 class AgentRunResultApi(_AgentApi):
     """PUT ``?attempt=N`` with the gzip'd result envelope as the body (idempotent per attempt)."""
 
+    @extend_schema(
+        operation_id="agent_run_result",
+        parameters=[OpenApiParameter("attempt", int, required=True)],
+        request={"application/json": OpenApiTypes.BINARY},
+        responses=inline_serializer(
+            "AgentResultStored",
+            {
+                "run": serializers.IntegerField(),
+                "attempt": serializers.IntegerField(),
+                "sha256": serializers.CharField(),
+                "stored": serializers.BooleanField(),
+            },
+        ),
+        description="The result envelope as JSON with Content-Encoding: gzip.",
+    )
     def put(self, request: Request, run_id: int) -> Response:
         try:
             attempt = int(request.query_params.get("attempt", ""))

@@ -6,6 +6,13 @@ from typing import Any, Final
 
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +22,7 @@ from accounts.errors import ApplicationError
 from accounts.permissions import IsExperimenterOrReadOnly
 from experiments import selectors, services
 from experiments.models import Experiment, Run
+from runs.apis import _refuse_unknown, _refuse_unknown_filters
 from runs.models import FrozenConfiguration, GpuHost
 
 MAX_PAGE: Final = 1000
@@ -94,10 +102,29 @@ class RunDetailOutput(RunOutput):
     result_attempt = serializers.IntegerField()
 
 
+PLAN_OUTPUT = inline_serializer(
+    "ExperimentPlan",
+    {
+        "experiment": serializers.IntegerField(),
+        "estimated_seconds": serializers.FloatField(),
+        "runs": RunOutput(many=True),
+    },
+)
+RUN_FILTER_PARAMETERS = [
+    OpenApiParameter("experiment", int),
+    OpenApiParameter("status", str, enum=[value for value, _ in Run.Status.choices]),
+    OpenApiParameter("host", str, description="host name"),
+    OpenApiParameter("arm", str, description="arm label"),
+    OpenApiParameter("workload", str),
+    OpenApiParameter("load", str),
+    OpenApiParameter("repetition", int),
+]
+
+
 class ExperimentListApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
-    class InputSerializer(serializers.Serializer[Any]):
+    class ExperimentCreateInputSerializer(serializers.Serializer[Any]):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         baseline = serializers.PrimaryKeyRelatedField(queryset=FrozenConfiguration.objects.all())
@@ -122,12 +149,21 @@ class ExperimentListApi(APIView):
         max_failed_runs = serializers.IntegerField(min_value=0, default=0)
         arms_difference_reason = serializers.CharField(required=False, allow_blank=True, default="")
 
+    @extend_schema(operation_id="experiments_list", responses=ExperimentOutput(many=True))
     def get(self, request: Request) -> Response:
+        _refuse_unknown_filters(request, ())  # no filters yet: a ?status= would be ignored
         experiments = selectors.experiment_list()[:200]
         return Response(ExperimentOutput(experiments, many=True).data)
 
+    @extend_schema(
+        operation_id="experiments_create",
+        request=ExperimentCreateInputSerializer,
+        responses={201: ExperimentOutput},
+    )
     def post(self, request: Request) -> Response:
-        data = self.InputSerializer(data=request.data)
+        # A misspelt optional key (``nmae``, ``warmup``) would silently take its default.
+        _refuse_unknown(request.data, tuple(self.ExperimentCreateInputSerializer().fields))
+        data = self.ExperimentCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = services.experiment_create(user=request.user, **data.validated_data)
         experiment = selectors.experiment_get(experiment_id=experiment.pk)
@@ -135,6 +171,7 @@ class ExperimentListApi(APIView):
 
 
 class ExperimentDetailApi(APIView):
+    @extend_schema(operation_id="experiments_retrieve", responses=ExperimentOutput)
     def get(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         return Response(ExperimentOutput(experiment).data)
@@ -145,10 +182,12 @@ class ExperimentPlanApi(APIView):
 
     permission_classes = (IsExperimenterOrReadOnly,)
 
+    @extend_schema(operation_id="experiments_plan_retrieve", responses=PLAN_OUTPUT)
     def get(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         return Response(_plan_body(experiment))
 
+    @extend_schema(operation_id="experiments_plan_create", request=None, responses=PLAN_OUTPUT)
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         services.experiment_plan(experiment=experiment)
@@ -171,11 +210,17 @@ def _plan_body(experiment: Experiment) -> dict[str, Any]:
 class ExperimentStartApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
-    class InputSerializer(serializers.Serializer[Any]):
+    class ExperimentStartInputSerializer(serializers.Serializer[Any]):
         lint_override_reason = serializers.CharField(required=False, allow_blank=True, default="")
 
+    @extend_schema(
+        operation_id="experiments_start",
+        request=ExperimentStartInputSerializer,
+        responses=ExperimentOutput,
+    )
     def post(self, request: Request, experiment_id: int) -> Response:
-        data = self.InputSerializer(data=request.data)
+        _refuse_unknown(request.data, tuple(self.ExperimentStartInputSerializer().fields))
+        data = self.ExperimentStartInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         services.experiment_start(experiment=experiment, **data.validated_data)
@@ -187,6 +232,7 @@ class ExperimentStartApi(APIView):
 class ExperimentCancelApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
+    @extend_schema(operation_id="experiments_cancel", request=None, responses=ExperimentOutput)
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         services.experiment_cancel(experiment=experiment)
@@ -196,7 +242,15 @@ class ExperimentCancelApi(APIView):
 
 
 class RunListApi(APIView):
+    @extend_schema(
+        operation_id="runs_list",
+        parameters=RUN_FILTER_PARAMETERS,
+        responses=RunOutput(many=True),
+        description=f"In execution order; at most {MAX_PAGE} runs.",
+    )
     def get(self, request: Request) -> Response:
+        # A misspelt filter would list every run as if it matched.
+        _refuse_unknown_filters(request, selectors.RUN_FILTERS)
         try:
             runs = selectors.run_list(filters=request.query_params)
             page = list(runs[:MAX_PAGE])
@@ -206,11 +260,23 @@ class RunListApi(APIView):
 
 
 class RunDetailApi(APIView):
+    @extend_schema(operation_id="runs_retrieve", responses=RunDetailOutput)
     def get(self, request: Request, run_id: int) -> Response:
         return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
 
 
 class RunSummaryApi(APIView):
+    @extend_schema(
+        operation_id="runs_summary_retrieve",
+        responses=inline_serializer(
+            "RunSummary",
+            {
+                "run": serializers.IntegerField(),
+                "status": serializers.CharField(),
+                "summary": serializers.JSONField(),
+            },
+        ),
+    )
     def get(self, request: Request, run_id: int) -> Response:
         run = selectors.run_get(run_id=run_id)
         return Response({"run": run.pk, "status": run.status, "summary": run.summary})
@@ -219,6 +285,7 @@ class RunSummaryApi(APIView):
 class RunCancelApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
+    @extend_schema(operation_id="runs_cancel", request=None, responses=RunDetailOutput)
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         services.run_cancel(run=run)
@@ -232,7 +299,19 @@ class RunRequestsApi(APIView):
         after = serializers.IntegerField(min_value=-1, default=-1)
         limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
 
+    @extend_schema(
+        operation_id="runs_requests_list",
+        parameters=[QuerySerializer],
+        responses=inline_serializer(
+            "RunRequestsPage",
+            {
+                "results": serializers.ListField(child=serializers.DictField()),
+                "next_after": serializers.IntegerField(allow_null=True),
+            },
+        ),
+    )
     def get(self, request: Request, run_id: int) -> Response:
+        _refuse_unknown_filters(request, tuple(self.QuerySerializer().fields))
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         run = selectors.run_get(run_id=run_id)
@@ -244,6 +323,14 @@ class RunRequestsApi(APIView):
 class RunRequestsDownloadApi(APIView):
     """Every record as JSON lines, streamed (no page size, no memory spike)."""
 
+    @extend_schema(
+        operation_id="runs_requests_download",
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR, description="one JSON object per line"
+            )
+        },
+    )
     def get(self, request: Request, run_id: int) -> StreamingHttpResponse:
         run = selectors.run_get(run_id=run_id)
         response = StreamingHttpResponse(

@@ -547,6 +547,9 @@ async def _main(
                 await run.warmup(session)
             if scraper is not None:
                 await asyncio.to_thread(scraper.scrape, "before")
+                # Started (and ready) before t0, so sampling covers the run from its first
+                # request; nothing is in flight yet, so blocking the loop here delays nothing.
+                scraper.start()
             monitor.start()
             if t0_at is not None:
                 # Several processes share one t0 (perf_counter is system-wide on Linux).
@@ -555,7 +558,6 @@ async def _main(
             run.t0 = t0
             if scraper is not None:
                 scraper.set_t0(t0)
-                scraper.start()
             # Everything allocated so far (imports, workload, bodies) is long-lived: moving it to
             # the permanent generation keeps full collections during the run short.
             gc.freeze()

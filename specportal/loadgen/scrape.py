@@ -24,6 +24,9 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+# How long ``MetricsScraper.start`` waits for the sampling process to come up.
+READY_TIMEOUT = 30.0
+
 
 @dataclass
 class Scrape:
@@ -87,15 +90,20 @@ class MetricsScraper:
             return
         ctx = multiprocessing.get_context("fork")
         self._proc_stop = ctx.Event()
+        ready = ctx.Event()
         self._queue = ctx.Queue()
         self._proc = ctx.Process(
             target=_sample_forever,
-            args=(self.url, dict(self._client.headers), self.interval, self.t0,
-                  self._proc_stop, self._queue),
+            args=(self.url, dict(self._client.headers), self.interval,
+                  self._proc_stop, ready, self._queue),
             name="metrics-scraper",
             daemon=True,
         )  # fmt: skip
         self._proc.start()
+        # A run must not begin before its sampler samples: on a loaded machine starting the
+        # child can take longer than a short run. Waiting costs a fork and a client (~ms); if
+        # the child never comes up the run goes on, just without samples.
+        ready.wait(READY_TIMEOUT)
 
     def stop(self) -> None:
         if self._proc is None:
@@ -109,7 +117,10 @@ class MetricsScraper:
         if self._proc.is_alive():
             self._proc.kill()
         self._proc = None
-        # Samples go before the "after" scrape, after the "before" one.
+        # The child stamps absolute perf_counter times (system-wide on Linux), so ``t0`` may be
+        # fixed after it started; samples go before the "after" scrape, after the "before" one.
+        for s in samples:
+            s["t"] -= self.t0
         self.scrapes.extend(Scrape(**s) for s in samples)
         self.scrapes.sort(key=lambda s: s.t)
 
@@ -119,15 +130,16 @@ class MetricsScraper:
 
 
 def _sample_forever(
-    url: str, headers: dict[str, str], interval: float, t0: float, stop: Any, out: Any
+    url: str, headers: dict[str, str], interval: float, stop: Any, ready: Any, out: Any
 ) -> None:
-    """The sampling process: raw text with timestamps, sent back when told to stop."""
+    """The sampling process: raw text with absolute timestamps, sent back when told to stop."""
     # Ctrl-C reaches the whole process group: the parent decides when sampling ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     samples: list[dict[str, Any]] = []
     with httpx.Client(timeout=5.0, headers=headers) as client:
+        ready.set()
         while not stop.wait(interval):
-            t, epoch = time.perf_counter() - t0, time.time()
+            t, epoch = time.perf_counter(), time.time()
             try:
                 resp = client.get(url)
                 ok = resp.status_code == 200

@@ -247,3 +247,50 @@ def test_run_list_stays_within_a_few_queries(
     api = api_as(setup.viewer)
     with django_assert_max_num_queries(8):
         assert len(api.get("/api/v1/runs/").json()) == 24
+
+
+def test_creating_an_experiment_with_a_misspelt_key_is_refused_with_a_suggestion(
+    setup: Setup,
+) -> None:
+    body = _body(setup)
+    body["nmae"] = body.pop("name")
+    refused = api_as(setup.experimenter).post("/api/v1/experiments/", body, format="json")
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "invalid"
+    assert "did you mean 'name'?" in error["fields"]["nmae"][0]
+    assert not Experiment.objects.exists()
+
+
+def test_starting_with_an_unknown_key_is_refused(setup: Setup) -> None:
+    api = api_as(setup.experimenter)
+    experiment_id = api.post("/api/v1/experiments/", _body(setup), format="json").json()["id"]
+    refused = api.post(
+        f"/api/v1/experiments/{experiment_id}/start/",
+        {"lint_overide_reason": "known"},
+        format="json",
+    )
+    assert refused.status_code == 400
+    assert (
+        "did you mean 'lint_override_reason'?"
+        in (refused.json()["error"]["fields"]["lint_overide_reason"][0])
+    )
+    assert Experiment.objects.get(pk=experiment_id).status == Experiment.Status.DRAFT
+
+
+def test_a_misspelt_run_filter_is_refused_not_ignored(
+    setup: Setup, django_capture_on_commit_callbacks: Any
+) -> None:
+    experiment_id = _started(setup, django_capture_on_commit_callbacks)
+    api = api_as(setup.viewer)
+    assert len(api.get(f"/api/v1/runs/?experiment={experiment_id}").json()) == 24
+    refused = api.get(f"/api/v1/runs/?experimnt={experiment_id}")
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "invalid"
+    assert "did you mean 'experiment'?" in error["fields"]["experimnt"][0]
+    run = Run.objects.filter(experiment_id=experiment_id).first()
+    assert run is not None
+    paged = api.get(f"/api/v1/runs/{run.pk}/requests/?limt=2")
+    assert paged.status_code == 400
+    assert "did you mean 'limit'?" in paged.json()["error"]["fields"]["limt"][0]

@@ -59,7 +59,8 @@ def test_vllm_counters_scraped_before_during_after_give_acceptance() -> None:
         return _vllm_metrics(120, 360, 120, [65, 40, 15], 2.0, 0.25, 20)
 
     def trace(path: str, body: dict[str, Any]) -> list[Step]:
-        return completion_trace([10 * (i + 1) for i in range(30)], [1] * 30)
+        # ~0.9 s of streaming: many sampling intervals even if the machine is busy.
+        return completion_trace([30 * (i + 1) for i in range(30)], [1] * 30)
 
     config = BenchConfig(num_prompts=2, max_concurrency=2, model="m", scrape_interval=0.05)
     with ScriptedServer(trace, metrics_text) as server:
