@@ -18,11 +18,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api_input import refuse_unknown_fields, refuse_unknown_filters
 from accounts.errors import ApplicationError
 from accounts.permissions import IsExperimenterOrReadOnly
 from experiments import selectors, services
 from experiments.models import Experiment, Run
-from runs.apis import _refuse_unknown, _refuse_unknown_filters
 from runs.models import FrozenConfiguration, GpuHost
 
 MAX_PAGE: Final = 1000
@@ -151,7 +151,7 @@ class ExperimentListApi(APIView):
 
     @extend_schema(operation_id="experiments_list", responses=ExperimentOutput(many=True))
     def get(self, request: Request) -> Response:
-        _refuse_unknown_filters(request, ())  # no filters yet: a ?status= would be ignored
+        refuse_unknown_filters(request, ())  # no filters yet: a ?status= would be ignored
         experiments = selectors.experiment_list()[:200]
         return Response(ExperimentOutput(experiments, many=True).data)
 
@@ -162,7 +162,7 @@ class ExperimentListApi(APIView):
     )
     def post(self, request: Request) -> Response:
         # A misspelt optional key (``nmae``, ``warmup``) would silently take its default.
-        _refuse_unknown(request.data, tuple(self.ExperimentCreateInputSerializer().fields))
+        refuse_unknown_fields(request.data, tuple(self.ExperimentCreateInputSerializer().fields))
         data = self.ExperimentCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = services.experiment_create(user=request.user, **data.validated_data)
@@ -219,7 +219,7 @@ class ExperimentStartApi(APIView):
         responses=ExperimentOutput,
     )
     def post(self, request: Request, experiment_id: int) -> Response:
-        _refuse_unknown(request.data, tuple(self.ExperimentStartInputSerializer().fields))
+        refuse_unknown_fields(request.data, tuple(self.ExperimentStartInputSerializer().fields))
         data = self.ExperimentStartInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         experiment = selectors.experiment_get(experiment_id=experiment_id)
@@ -250,7 +250,7 @@ class RunListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         # A misspelt filter would list every run as if it matched.
-        _refuse_unknown_filters(request, selectors.RUN_FILTERS)
+        refuse_unknown_filters(request, selectors.RUN_FILTERS)
         try:
             runs = selectors.run_list(filters=request.query_params)
             page = list(runs[:MAX_PAGE])
@@ -311,7 +311,7 @@ class RunRequestsApi(APIView):
         ),
     )
     def get(self, request: Request, run_id: int) -> Response:
-        _refuse_unknown_filters(request, tuple(self.QuerySerializer().fields))
+        refuse_unknown_filters(request, tuple(self.QuerySerializer().fields))
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         run = selectors.run_get(run_id=run_id)

@@ -8,7 +8,6 @@ role may call them.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from django.db.models import QuerySet
@@ -19,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api_input import refuse_unknown_fields, refuse_unknown_filters
 from accounts.errors import ApplicationError
 from accounts.permissions import (
     IsExperimenterOrReadOnly,
@@ -52,37 +52,6 @@ def _page(request: Request, qs: QuerySet[Any]) -> tuple[list[Any], int]:
 def _document_problem(exc: DocumentError, prefix: str = "document") -> ApplicationError:
     fields = {f"{prefix}.{path}" if path else prefix: msgs for path, msgs in exc.problems.items()}
     return ApplicationError(f"The configuration document is invalid: {exc}", fields=fields)
-
-
-def _unknown(key: str, allowed: tuple[str, ...], what: str) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown {what} ({hint}allowed: {', '.join(allowed)})"
-
-
-def _refuse_unknown(data: Any, allowed: tuple[str, ...], immutable: tuple[str, ...] = ()) -> None:
-    if not isinstance(data, dict):
-        raise ApplicationError("The request body must be a JSON object.")
-    problems: dict[str, list[str]] = {}
-    for key in data:
-        if key in immutable:
-            problems[key] = ["is immutable: a configuration's identity never changes"]
-        elif key not in allowed:
-            problems[key] = [_unknown(key, allowed, "field")]
-    if problems:
-        raise ApplicationError("The request has fields that cannot be set.", fields=problems)
-
-
-def _refuse_unknown_filters(request: Request, allowed: tuple[str, ...]) -> None:
-    """A misspelt filter or option would silently be ignored (a list returns everything, a lint
-    for an offline host lints for none): refuse it instead."""
-    problems = {
-        key: [_unknown(key, allowed, "query parameter")]
-        for key in request.query_params
-        if key not in allowed and key != "format"
-    }
-    if problems:
-        raise ApplicationError("The request has unknown query parameters.", fields=problems)
 
 
 # --- configurations -------------------------------------------------------------------------------
@@ -164,7 +133,7 @@ class ConfigurationListApi(APIView):
         ),
     )
     def get(self, request: Request) -> Response:
-        _refuse_unknown_filters(request, CONFIGURATION_FILTERS)
+        refuse_unknown_filters(request, CONFIGURATION_FILTERS)
         params = request.query_params
         engine = params.get("engine")
         if engine and engine not in ENGINES:
@@ -198,7 +167,7 @@ class ConfigurationListApi(APIView):
         'configuration with 200 and "created": false.',
     )
     def post(self, request: Request) -> Response:
-        _refuse_unknown(request.data, ("document", "name", "description", "labels"))
+        refuse_unknown_fields(request.data, ("document", "name", "description", "labels"))
         serializer = self.ConfigurationCreateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         config, created = services.configuration_create(
@@ -225,7 +194,7 @@ class ConfigurationDetailApi(APIView):
     @extend_schema(request=UpdateSerializer, responses=ConfigurationOutput)
     def patch(self, request: Request, config_id: int) -> Response:
         config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        _refuse_unknown(request.data, EDITABLE_FIELDS, (*IDENTITY_FIELDS, "id"))
+        refuse_unknown_fields(request.data, EDITABLE_FIELDS, (*IDENTITY_FIELDS, "id"))
         serializer = self.UpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         config = services.configuration_update(config=config, **serializer.validated_data)
@@ -255,7 +224,7 @@ class ConfigurationDiffApi(APIView):
     )
     def get(self, request: Request, config_id: int) -> Response:
         left = get_object_or_404(FrozenConfiguration, pk=config_id)
-        _refuse_unknown_filters(request, ("other",))
+        refuse_unknown_filters(request, ("other",))
         other = request.query_params.get("other", "")
         if not other:
             raise ApplicationError(
@@ -304,7 +273,7 @@ FINDINGS_OUTPUT = inline_serializer(
 
 
 def _launch_params(request: Request) -> dict[str, Any]:
-    _refuse_unknown_filters(request, ("host", "port"))
+    refuse_unknown_filters(request, ("host", "port"))
     host = request.query_params.get("host") or None
     port_text = request.query_params.get("port")
     port = None
@@ -342,7 +311,7 @@ class ConfigurationLintApi(APIView):
     )
     def get(self, request: Request, config_id: int) -> Response:
         config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        _refuse_unknown_filters(request, ("host",))
+        refuse_unknown_filters(request, ("host",))
         host = _host_facts(request.query_params.get("host"))
         return Response({"findings": [f.as_dict() for f in lint(config.document, host=host)]})
 
@@ -359,7 +328,7 @@ class DocumentLintApi(APIView):
 
     @extend_schema(request=DocumentInput, responses=FINDINGS_OUTPUT)
     def post(self, request: Request) -> Response:
-        _refuse_unknown(request.data, ("document", "host"))
+        refuse_unknown_fields(request.data, ("document", "host"))
         serializer = DocumentInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         document = serializer.validated_data["document"]
@@ -378,7 +347,7 @@ class DocumentLaunchCommandApi(APIView):
 
     @extend_schema(request=DocumentInput, responses=LAUNCH_OUTPUT)
     def post(self, request: Request) -> Response:
-        _refuse_unknown(request.data, ("document",))
+        refuse_unknown_fields(request.data, ("document",))
         serializer = DocumentInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
@@ -422,7 +391,7 @@ class ImportCommandApi(APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        _refuse_unknown(
+        refuse_unknown_fields(
             request.data,
             (
                 "command",
@@ -516,7 +485,7 @@ class HostListApi(APIView):
         responses=HostOutput(many=True),
     )
     def get(self, request: Request) -> Response:
-        _refuse_unknown_filters(request, ("emulated", "mode"))
+        refuse_unknown_filters(request, ("emulated", "mode"))
         emulated_text = request.query_params.get("emulated")
         emulated = None if emulated_text is None else emulated_text.lower() in ("1", "true")
         hosts = selectors.host_list(emulated=emulated, mode=request.query_params.get("mode"))
@@ -524,7 +493,7 @@ class HostListApi(APIView):
 
     @extend_schema(request=HostInput, responses={201: HostOutput})
     def post(self, request: Request) -> Response:
-        _refuse_unknown(request.data, HOST_INPUT_FIELDS)
+        refuse_unknown_fields(request.data, HOST_INPUT_FIELDS)
         serializer = HostInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         host = services.host_register(**serializer.validated_data)
@@ -547,7 +516,7 @@ class HostDetailApi(APIView):
                 "A host keeps its name (its queue and its agent are named after it).",
                 fields={"name": ["cannot be changed: register a new host instead"]},
             )
-        _refuse_unknown(request.data, allowed)
+        refuse_unknown_fields(request.data, allowed)
         serializer = HostInput(data={**request.data, "name": host.name}, partial=True)
         serializer.is_valid(raise_exception=True)
         fields = {k: v for k, v in serializer.validated_data.items() if k != "name"}
