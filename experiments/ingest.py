@@ -28,7 +28,7 @@ from django.utils import timezone
 from isal import igzip
 
 from experiments import pgcopy
-from experiments.models import RequestRecord, ResultUpload, Run
+from experiments.models import REQUEST_RECORD_FIELDS, RequestRecord, ResultUpload, Run
 
 ENVELOPE_SCHEMA: Final = 1
 OUTCOMES: Final = {
@@ -43,21 +43,7 @@ LOG_EXCERPT_CHARS: Final = 20_000
 # and a row has 13.
 SQLITE_BATCH: Final = 2_000
 
-COLUMNS: Final = (
-    "run_id",
-    "index",
-    "scheduled",
-    "sent",
-    "chunk_times",
-    "chunk_tokens",
-    "prompt_tokens",
-    "output_tokens",
-    "success",
-    "finish_reason",
-    "error",
-    "text_hash",
-    "category",
-)
+COLUMNS: Final = ("run_id", *REQUEST_RECORD_FIELDS)
 
 
 COLUMN_KINDS: Final = (

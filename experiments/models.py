@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Final
+
 from django.conf import settings
 from django.db import models
 
@@ -176,6 +178,24 @@ class Run(models.Model):
     @property
     def cell(self) -> str:
         return f"{self.workload}/{self.load}"
+
+
+# The measured columns of a RequestRecord, in the order ingestion writes them and downloads
+# read them.
+REQUEST_RECORD_FIELDS: Final = (
+    "index",
+    "scheduled",
+    "sent",
+    "chunk_times",
+    "chunk_tokens",
+    "prompt_tokens",
+    "output_tokens",
+    "success",
+    "finish_reason",
+    "error",
+    "text_hash",
+    "category",
+)
 
 
 class RequestRecord(models.Model):

@@ -9,24 +9,10 @@ from typing import Any, Final
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from experiments.models import Experiment, RequestRecord, Run
+from experiments.models import REQUEST_RECORD_FIELDS, Experiment, RequestRecord, Run
 
 # Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
 DOWNLOAD_BATCH: Final = 2_000
-RECORD_FIELDS: Final = (
-    "index",
-    "scheduled",
-    "sent",
-    "chunk_times",
-    "chunk_tokens",
-    "prompt_tokens",
-    "output_tokens",
-    "success",
-    "finish_reason",
-    "error",
-    "text_hash",
-    "category",
-)
 RUN_FILTERS: Final = ("experiment", "status", "host", "arm", "workload", "load", "repetition")
 
 # Summary keys shown side by side per arm (DESIGN §4 names).
@@ -78,7 +64,7 @@ def request_records_page(*, run: Run, after: int, limit: int) -> list[dict[str, 
     return list(
         RequestRecord.objects.filter(run=run, index__gt=after)
         .order_by("index")
-        .values(*RECORD_FIELDS)[:limit]
+        .values(*REQUEST_RECORD_FIELDS)[:limit]
     )
 
 
