@@ -42,16 +42,18 @@ from specportal.emulator.profiles import (
     method_family,
 )
 from specportal.emulator.requests import (
+    SSE_DONE,
     TOKENIZER,
     BadRequest,
     StreamSink,
-    category_for,
     chat_prompt,
     decoded_text,
     float_field,
+    http_fault,
     int_field,
-    make_sequence,
+    json_bytes,
     parse_json_body,
+    sse_event,
     stop_field,
 )
 from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
@@ -258,10 +260,6 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
 _POST_ROUTES = frozenset({"/generate", "/v1/completions", "/v1/chat/completions"})
 
 
-def _json(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _finish(seq: EmulatedSequence) -> dict[str, Any] | None:
     if seq.finish_reason is None:
         return None
@@ -272,6 +270,12 @@ def _finish(seq: EmulatedSequence) -> dict[str, Any] | None:
     if seq.stop_reason is not None:
         return {"type": "stop", "matched": seq.stop_reason}
     return {"type": "stop", "matched": TOKENIZER.eos_id}
+
+
+def _openai_error_body(
+    message: str, kind: str, code: int, param: str | None = None
+) -> dict[str, Any]:
+    return {"object": "error", "message": message, "type": kind, "param": param, "code": code}
 
 
 class GenerateSink(StreamSink):
@@ -322,16 +326,16 @@ class GenerateSink(StreamSink):
         return {"text": text_out, "output_ids": ids_out, "meta_info": meta, "index": 0}
 
     def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
-        return b"data: " + _json(self._object(seq, final)) + b"\n\n"
+        return sse_event(self._object(seq, final))
 
     def tail(self, seq: EmulatedSequence) -> bytes:
-        return b"data: [DONE]\n\n"
+        return SSE_DONE
 
     def error_event(self, message: str) -> bytes:
-        return b"data: " + _json({"error": {"message": message}}) + b"\n\ndata: [DONE]\n\n"
+        return sse_event({"error": {"message": message}}) + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
-        return Response(200, _json(self._object(seq, True)))
+        return Response(200, json_bytes(self._object(seq, True)))
 
 
 class OpenAISink(StreamSink):
@@ -380,7 +384,7 @@ class OpenAISink(StreamSink):
             "choices": [choice],
             "usage": usage,
         }
-        return b"data: " + _json(body) + b"\n\n"
+        return sse_event(body)
 
     def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
         text = decoded_text(seq) if final else TOKENIZER.decode(seq.output)
@@ -441,18 +445,11 @@ class OpenAISink(StreamSink):
                 "choices": [],
                 "usage": self._usage(seq),
             }
-            out = b"data: " + _json(body) + b"\n\n"
-        return out + b"data: [DONE]\n\n"
+            out = sse_event(body)
+        return out + SSE_DONE
 
     def error_event(self, message: str) -> bytes:
-        body = {
-            "object": "error",
-            "message": message,
-            "type": "InternalServerError",
-            "param": None,
-            "code": 500,
-        }
-        return b"data: " + _json(body) + b"\n\ndata: [DONE]\n\n"
+        return sse_event(_openai_error_body(message, "InternalServerError", 500)) + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
         text = decoded_text(seq)
@@ -488,21 +485,12 @@ class OpenAISink(StreamSink):
             "choices": [choice],
             "usage": self._usage(seq),
         }
-        return Response(200, _json(body))
+        return Response(200, json_bytes(body))
 
 
 def _openai_error(exc: BadRequest) -> Response:
     return Response(
-        exc.status,
-        _json(
-            {
-                "object": "error",
-                "message": str(exc),
-                "type": exc.kind,
-                "param": exc.param,
-                "code": exc.status,
-            }
-        ),
+        exc.status, json_bytes(_openai_error_body(str(exc), exc.kind, exc.status, exc.param))
     )
 
 
@@ -526,16 +514,16 @@ class SglangApp:
             and request.path not in ("/health", "/health_generate")
             and request.headers.get("authorization") != f"Bearer {self.config.api_key}"
         ):
-            return Response(401, _json({"error": "Unauthorized"}))
+            return Response(401, json_bytes({"error": "Unauthorized"}))
         try:
             if route == ("GET", "/health") or route == ("GET", "/health_generate"):
                 return Response(200, b"", "")
             if route in (("GET", "/get_server_info"), ("GET", "/server_info")):
-                return Response(200, _json(self.server_info()))
+                return Response(200, json_bytes(self.server_info()))
             if route == ("GET", "/get_model_info"):
                 return Response(
                     200,
-                    _json(
+                    json_bytes(
                         {
                             "model_path": self.config.model,
                             "tokenizer_path": self.config.model,
@@ -555,7 +543,7 @@ class SglangApp:
                     }
                     for n in self.config.served_model_names
                 ]
-                return Response(200, _json({"object": "list", "data": data}))
+                return Response(200, json_bytes({"object": "list", "data": data}))
             if route in (("POST", "/flush_cache"), ("GET", "/flush_cache")):
                 busy = any(e.load for e in self.server.engines)
                 if not busy:
@@ -579,7 +567,7 @@ class SglangApp:
         except BadRequest as exc:
             if request.path.startswith("/v1/"):
                 return _openai_error(exc)
-            return Response(exc.status, _json({"error": {"message": str(exc)}}))
+            return Response(exc.status, json_bytes({"error": {"message": str(exc)}}))
         # FastAPI (as the real server) answers 405 for a known path with the wrong method.
         if request.path in _POST_ROUTES:
             return Response(405, b'{"detail":"Method Not Allowed"}')
@@ -605,26 +593,6 @@ class SglangApp:
                 ) / stats.num_drafts
             states.append(state)
         return {**self.config.settings, "internal_states": states, "version": self.config.version}
-
-    def _check_faults(self, index: int) -> Response | None:
-        faults = self.config.faults
-        if faults.fail_mode == "http" and faults.picks(
-            self.config.seed, index, 11, faults.fail_fraction
-        ):
-            self.server.finished()
-            return Response(
-                500,
-                _json(
-                    {
-                        "object": "error",
-                        "message": "Emulated fault: the engine failed.",
-                        "type": "InternalServerError",
-                        "param": None,
-                        "code": 500,
-                    }
-                ),
-            )
-        return None
 
     def _sampling(
         self,
@@ -669,9 +637,10 @@ class SglangApp:
             raise BadRequest("sampling_params must be an object")
         sampling = self._sampling(params, 128, n)
         index = self.server.next_index()
-        failed = self._check_faults(index)
-        if failed is not None:
-            return failed
+        if http_fault(self.server, index):
+            return _openai_error(
+                BadRequest("Emulated fault: the engine failed.", 500, "InternalServerError")
+            )
         sink = GenerateSink(
             self.server,
             request.connection,
@@ -679,16 +648,9 @@ class SglangApp:
             stream=bool(data.get("stream")),
             incremental=bool(self.config.settings.get("incremental_streaming_output")),
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.rid,
-            prompt=prompt,
-            prompt_ids=prompt_ids,
-            category=category_for(request.headers, prompt or ""),
-            sampling=sampling,
-            sink=sink,
+        sink.start(
+            request.headers, sampling, request_id=sink.rid, prompt=prompt, prompt_ids=prompt_ids
         )
-        sink.attach(seq)
         return None
 
     def _openai(self, request: Request, *, chat: bool) -> Response | None:
@@ -705,9 +667,10 @@ class SglangApp:
         name = "max_completion_tokens" if chat and "max_completion_tokens" in data else "max_tokens"
         sampling = self._sampling(data, None if chat else 16, n, name)  # type: ignore[arg-type]
         index = self.server.next_index()
-        failed = self._check_faults(index)
-        if failed is not None:
-            return failed
+        if http_fault(self.server, index):
+            return _openai_error(
+                BadRequest("Emulated fault: the engine failed.", 500, "InternalServerError")
+            )
         options = data.get("stream_options") or {}
         stream = bool(data.get("stream"))
         sink = OpenAISink(
@@ -720,16 +683,7 @@ class SglangApp:
             include_usage=stream and bool(options.get("include_usage")),
             continuous=bool(options.get("continuous_usage_stats")),
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.id,
-            prompt=prompt,
-            prompt_ids=None,
-            category=category_for(request.headers, prompt),
-            sampling=sampling,
-            sink=sink,
-        )
-        sink.attach(seq)
+        sink.start(request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=None)
         return None
 
     # --- metrics and the decode log -----------------------------------------------------------

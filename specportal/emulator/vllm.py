@@ -35,16 +35,17 @@ from specportal.emulator.options import EmuOptions
 from specportal.emulator.profiles import draft_cost, draft_params, kv_capacity_tokens, method_family
 from specportal.emulator.requests import (
     ESCAPED,
+    SSE_DONE,
     TOKENIZER,
     BadRequest,
     StreamSink,
-    category_for,
     chat_prompt,
     decoded_text,
     float_field,
+    http_fault,
     int_field,
+    json_bytes,
     logprob_of,
-    make_sequence,
     parse_json_body,
     stop_field,
 )
@@ -372,13 +373,14 @@ class _OpenAISink(StreamSink):
         out = b""
         if self.include_usage:
             out += self.head + b'],"usage":' + _usage(seq.prompt_len, len(seq.output)) + b"}\n\n"
-        return out + b"data: [DONE]\n\n"
+        return out + SSE_DONE
 
     def error_event(self, message: str) -> bytes:
         body = {
             "error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}
         }
-        return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
+        # vLLM's error event is json.dumps with its default separators, unlike its chunks.
+        return b"data: " + json.dumps(body).encode() + b"\n\n" + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
         text = decoded_text(seq)
@@ -443,7 +445,7 @@ class _OpenAISink(StreamSink):
                 "usage": usage,
                 "kv_transfer_params": None,
             }
-        return Response(200, json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        return Response(200, json_bytes(body))
 
 
 # --- the app ----------------------------------------------------------------------------------
@@ -629,11 +631,7 @@ class VllmApp:
             min_tokens=int_field(data, "min_tokens", 0) or 0,
         )
         index = self.server.next_index()
-        faults = self.config.faults
-        if faults.fail_mode == "http" and faults.picks(
-            self.config.seed, index, 11, faults.fail_fraction
-        ):
-            self.server.finished()
+        if http_fault(self.server, index):
             return Response(
                 500,
                 error_body("Emulated fault: the engine failed.", "InternalServerError", 500),
@@ -651,16 +649,9 @@ class VllmApp:
             continuous=bool(options.get("continuous_usage_stats")),
             logprobs=logprobs,
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.id,
-            prompt=prompt,
-            prompt_ids=prompt_ids,
-            category=category_for(request.headers, prompt or ""),
-            sampling=sampling,
-            sink=sink,
+        sink.start(
+            request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=prompt_ids
         )
-        sink.attach(seq)
         return None
 
     # --- metrics and logs ---------------------------------------------------------------------
