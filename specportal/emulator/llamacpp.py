@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from specportal.emulator.engine import EmulatedSequence, Engine, EngineConfig, Sampling, SpecConfig
 from specportal.emulator.httpserver import HttpConnection, Request, Response
+from specportal.emulator.openai_compat import StreamFlags
 from specportal.emulator.options import EmuOptions
 from specportal.emulator.profiles import (
     ACCEPTANCE_PROFILES,
@@ -354,13 +355,12 @@ class OpenAISink(_LlamaSink):
         index: int,
         *,
         chat: bool,
-        stream: bool,
-        include_usage: bool,
+        flags: StreamFlags,
         model: str,
     ) -> None:
-        super().__init__(app, conn, index, stream=stream)
+        super().__init__(app, conn, index, stream=flags.stream)
         self.chat = chat
-        self.include_usage = include_usage
+        self.include_usage = flags.include_usage
         self.model = model
         self.id = "chatcmpl-" + secrets.token_hex(16)
         self.role_sent = False
@@ -688,15 +688,12 @@ class LlamaApp:
         index = self.server.next_index()
         if http_fault(self.server, index):
             return _error(500, "Emulated fault: the engine failed.", "server_error")
-        options = data.get("stream_options") or {}
-        stream = bool(data.get("stream"))
         sink = OpenAISink(
             self,
             request.connection,
             index,
             chat=chat,
-            stream=stream,
-            include_usage=stream and bool(options.get("include_usage")),
+            flags=StreamFlags(data),
             model=str(data.get("model") or self.config.model_name),
         )
         sink.start(request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=None)

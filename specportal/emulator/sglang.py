@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from specportal.emulator import exposition
+from specportal.emulator import exposition, openai_compat
 from specportal.emulator.engine import (
     E2E_BUCKETS,
     ITL_BUCKETS,
@@ -338,7 +338,20 @@ class GenerateSink(StreamSink):
         return Response(200, json_bytes(self._object(seq, True)))
 
 
-class OpenAISink(StreamSink):
+def _choice(
+    key: str, value: Any, finish: str | None = None, matched: str | None = None
+) -> dict[str, Any]:
+    """One choice; ``key`` is ``text``, ``delta`` or ``message``."""
+    return {
+        "index": 0,
+        key: value,
+        "logprobs": None,
+        "finish_reason": finish,
+        "matched_stop": matched,
+    }
+
+
+class OpenAISink(openai_compat.OpenAISink):
     """SGLang's OpenAI-compatible chunks (``matched_stop``; role chunk first for chat)."""
 
     def __init__(
@@ -349,20 +362,18 @@ class OpenAISink(StreamSink):
         *,
         chat: bool,
         model: str,
-        stream: bool,
-        include_usage: bool,
-        continuous: bool,
+        flags: openai_compat.StreamFlags,
     ) -> None:
-        super().__init__(server, conn, index)
-        self.streaming = stream
-        self.chat = chat
-        self.model = model
-        self.include_usage = include_usage
-        self.continuous = include_usage and continuous
-        self.id = secrets.token_hex(16)
-        self.created = int(time.time())
-        self.sent_text = 0
-        self.role_sent = False
+        super().__init__(
+            server,
+            conn,
+            index,
+            chat=chat,
+            model=model,
+            flags=flags,
+            response_id=secrets.token_hex(16),
+        )
+        self.chunk_object = "chat.completion.chunk" if chat else "text_completion"
 
     def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
         done = len(seq.output)
@@ -374,17 +385,17 @@ class OpenAISink(StreamSink):
             "reasoning_tokens": 0,
         }
 
-    def _chunk(self, choice: dict[str, Any], usage: dict[str, Any] | None) -> bytes:
-        obj = "chat.completion.chunk" if self.chat else "text_completion"
-        body = {
+    def _body(
+        self, obj: str, choices: list[dict[str, Any]], usage: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return {
             "id": self.id,
             "object": obj,
             "created": self.created,
             "model": self.model,
-            "choices": [choice],
+            "choices": choices,
             "usage": usage,
         }
-        return sse_event(body)
 
     def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
         text = decoded_text(seq) if final else TOKENIZER.decode(seq.output)
@@ -392,100 +403,44 @@ class OpenAISink(StreamSink):
         finish = seq.finish_reason if final else None
         matched = seq.stop_reason if final else None
         usage = self._usage(seq) if self.continuous else None
+        if not self.chat:
+            choice = _choice("text", piece, finish, matched)
+            return sse_event(self._body(self.chunk_object, [choice], usage))
         out = b""
-        if self.chat:
-            if not self.role_sent:
-                self.role_sent = True
-                out += self._chunk(
-                    {
-                        "index": 0,
-                        "delta": {
-                            "role": "assistant",
-                            "content": "",
-                            "reasoning_content": None,
-                            "tool_calls": None,
-                        },
-                        "logprobs": None,
-                        "finish_reason": None,
-                        "matched_stop": None,
-                    },
-                    None,
-                )
-            delta = {"role": None, "content": piece, "reasoning_content": None, "tool_calls": None}
-            return out + self._chunk(
-                {
-                    "index": 0,
-                    "delta": delta,
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "matched_stop": matched,
-                },
-                usage,
-            )
-        return self._chunk(
-            {
-                "index": 0,
-                "text": piece,
-                "logprobs": None,
-                "finish_reason": finish,
-                "matched_stop": matched,
-            },
-            usage,
-        )
-
-    def tail(self, seq: EmulatedSequence) -> bytes:
-        out = b""
-        if self.include_usage:
-            obj = "chat.completion.chunk" if self.chat else "text_completion"
-            body = {
-                "id": self.id,
-                "object": obj,
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": self._usage(seq),
+        if not self.role_sent:
+            self.role_sent = True
+            role = {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": None,
+                "tool_calls": None,
             }
-            out = sse_event(body)
-        return out + SSE_DONE
+            out += sse_event(self._body(self.chunk_object, [_choice("delta", role)], None))
+        delta = {"role": None, "content": piece, "reasoning_content": None, "tool_calls": None}
+        choice = _choice("delta", delta, finish, matched)
+        return out + sse_event(self._body(self.chunk_object, [choice], usage))
+
+    def usage_chunk(self, seq: EmulatedSequence) -> bytes:
+        return sse_event(self._body(self.chunk_object, [], self._usage(seq)))
 
     def error_event(self, message: str) -> bytes:
         return sse_event(_openai_error_body(message, "InternalServerError", 500)) + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
         text = decoded_text(seq)
-        choice: dict[str, Any]
         if self.chat:
-            choice = {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "reasoning_content": None,
-                    "tool_calls": None,
-                },
-                "logprobs": None,
-                "finish_reason": seq.finish_reason,
-                "matched_stop": seq.stop_reason,
+            message = {
+                "role": "assistant",
+                "content": text,
+                "reasoning_content": None,
+                "tool_calls": None,
             }
+            choice = _choice("message", message, seq.finish_reason, seq.stop_reason)
             obj = "chat.completion"
         else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": seq.finish_reason,
-                "matched_stop": seq.stop_reason,
-            }
+            choice = _choice("text", text, seq.finish_reason, seq.stop_reason)
             obj = "text_completion"
-        body = {
-            "id": self.id,
-            "object": obj,
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": self._usage(seq),
-        }
-        return Response(200, json_bytes(body))
+        return Response(200, json_bytes(self._body(obj, [choice], self._usage(seq))))
 
 
 def _openai_error(exc: BadRequest) -> Response:
@@ -655,11 +610,7 @@ class SglangApp:
 
     def _openai(self, request: Request, *, chat: bool) -> Response | None:
         data = parse_json_body(request.body)
-        model = data.get("model")
-        if model is not None and model not in self.config.served_model_names:
-            exc = BadRequest(f"The model `{model}` does not exist.", 404, "NotFoundError")
-            exc.param = "model"
-            raise exc
+        model = openai_compat.served_model(self.config, data)
         prompt = chat_prompt(data.get("messages")) if chat else data.get("prompt")
         if not isinstance(prompt, str):
             raise BadRequest("prompt must be a string")
@@ -671,17 +622,13 @@ class SglangApp:
             return _openai_error(
                 BadRequest("Emulated fault: the engine failed.", 500, "InternalServerError")
             )
-        options = data.get("stream_options") or {}
-        stream = bool(data.get("stream"))
         sink = OpenAISink(
             self.server,
             request.connection,
             index,
             chat=chat,
-            model=str(model or self.config.model_name),
-            stream=stream,
-            include_usage=stream and bool(options.get("include_usage")),
-            continuous=bool(options.get("continuous_usage_stats")),
+            model=model,
+            flags=openai_compat.StreamFlags(data),
         )
         sink.start(request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=None)
         return None
