@@ -75,7 +75,6 @@ class Heartbeat:
         self._client = client
         self._settings = settings
         self._inventory = inventory(settings)
-        _log_inventory(self._inventory)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._current: dict[str, int] | None = None
@@ -124,10 +123,18 @@ class Heartbeat:
         while not self._stop.wait(self._settings.inventory_refresh_seconds):
             fresh = inventory(self._settings)
             with self._lock:
+                changed = _facts(fresh) != _facts(self._inventory)
                 self._inventory = fresh
+            if changed:
+                log_inventory(fresh)
 
 
-def _log_inventory(found: Mapping[str, Any]) -> None:
+def _facts(found: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (found["gpus"], found["cuda_version"], found["nvidia_smi"], found["engines"])
+
+
+def log_inventory(found: Mapping[str, Any]) -> None:
+    """What the agent found, one line for the GPUs and one per engine, in the agent's log."""
     smi = found["nvidia_smi"]
     gpus = ", ".join(f"{g['index']}: {g['name']}" for g in found["gpus"]) or "none"
     log.info(
