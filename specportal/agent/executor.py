@@ -68,7 +68,8 @@ class Heartbeat:
     """Beats every ``interval`` seconds in a thread: host liveness, and the run's lease.
 
     Each beat carries the inventory collected when the agent started; another thread collects it
-    again every ``inventory_refresh_seconds`` (probing engines takes seconds, a beat must not).
+    again every ``inventory_refresh_seconds`` (probing engines takes seconds, a beat must not),
+    waiting while a run is in progress so that the probes do not compete with the measurement.
     """
 
     def __init__(self, client: PortalClient, settings: AgentSettings) -> None:
@@ -115,12 +116,20 @@ class Heartbeat:
         if current and answer.get("cancel_requested"):
             cancelled.set()
 
+    def _busy(self) -> bool:
+        with self._lock:
+            return self._current is not None
+
     def _loop(self) -> None:
         while not self._stop.wait(self._settings.heartbeat_seconds):
             self.beat()
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self._settings.inventory_refresh_seconds):
+            # Never during a run: `vllm --version` imports torch, CPU the measurement needs.
+            while self._busy():
+                if self._stop.wait(self._settings.heartbeat_seconds):
+                    return
             fresh = inventory(self._settings)
             with self._lock:
                 changed = _facts(fresh) != _facts(self._inventory)
