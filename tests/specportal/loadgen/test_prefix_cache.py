@@ -136,6 +136,19 @@ def test_sglang_openai_route_without_cache_report_is_unavailable(
     assert result.summary["prefix_cache_hit_rate"] is None
 
 
+def test_sglang_openai_route_with_cache_report_reads_usage_details(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator("sglang", "--model-path", "M", "--enable-cache-report", *FAST)
+    result = bench(emulator.url, "openai-completions", "sglang", repeated_prompts(2, 2))
+    pc = result.prefix_cache
+    cached = [(r.usage or {})["prompt_tokens_details"]["cached_tokens"] for r in result.requests]
+    assert pc["source"] == SOURCE_USAGE_DETAILS
+    assert pc["hit_tokens"] == sum(cached) > 0
+    assert cached[:2] == [0, 0]  # the first occurrences are cold
+    assert pc["hit_rate"] == pytest.approx(sum(cached) / measured_prompt_tokens(result))
+
+
 @pytest.mark.parametrize("kind", ["llamacpp-completion", "llamacpp-openai-chat"])
 def test_llamacpp_timings_cache_n_over_the_measured_responses(
     start_emulator: StartEmulator, kind: EndpointKind
