@@ -354,26 +354,8 @@ def _choice(
 class OpenAISink(openai_compat.OpenAISink):
     """SGLang's OpenAI-compatible chunks (``matched_stop``; role chunk first for chat)."""
 
-    def __init__(
-        self,
-        server: EmulatorServer,
-        conn: HttpConnection,
-        index: int,
-        *,
-        chat: bool,
-        model: str,
-        flags: openai_compat.StreamFlags,
-    ) -> None:
-        super().__init__(
-            server,
-            conn,
-            index,
-            chat=chat,
-            model=model,
-            flags=flags,
-            response_id=secrets.token_hex(16),
-        )
-        self.chunk_object = "chat.completion.chunk" if chat else "text_completion"
+    def new_id(self) -> str:
+        return secrets.token_hex(16)
 
     def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
         done = len(seq.output)
