@@ -225,6 +225,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         "max_total_tokens": capacity,
         "chunked_prefill_size": engine.max_num_batched_tokens,
         "disable_radix_cache": bool(args.get("disable_radix_cache")),
+        "enable_cache_report": bool(args.get("enable_cache_report")),
         "random_seed": args.get("random_seed"),
         "enable_metrics": bool(args.get("enable_metrics")),
         "decode_log_interval": int(args.get("decode_log_interval") or 40),
@@ -358,11 +359,13 @@ class OpenAISink(openai_compat.OpenAISink):
 
     def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
         done = len(seq.output)
+        # SGLang reports cached prompt tokens on its OpenAI routes only with --enable-cache-report.
+        report = self.server.config.settings.get("enable_cache_report")
         return {
             "prompt_tokens": seq.prompt_len,
             "total_tokens": seq.prompt_len + done,
             "completion_tokens": done,
-            "prompt_tokens_details": None,
+            "prompt_tokens_details": {"cached_tokens": seq.cached_tokens} if report else None,
             "reasoning_tokens": 0,
         }
 
