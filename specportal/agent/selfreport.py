@@ -8,7 +8,9 @@ changed between versions). The agent reads the engine's self-report once it is h
   ``/get_server_info`` and ``/v1/models``, llama.cpp ``/props``, ``/slots`` and ``/v1/models``;
 * on a managed host, the engine's own start-up log (:func:`parse_log`): vLLM's
   ``non-default args: {...}`` line and its ``Initializing a V1 LLM engine (vX) with config: ...``
-  line, llama.cpp's ``- n_max=%d, n_min=%d, p_min=%.2f`` line.
+  line; llama.cpp's ``loading draft model '...'`` line and its window line
+  ``- n_max=%d, n_min=%d, p_min=%.2f`` (the pinned llama-server prints the window and
+  ``adding speculative implementation '...'`` at trace level only: ``-lv 4`` in ``extra_args``).
 
 :data:`REPORTS` is the explicit table, per engine, of what the engine reports, where, and which
 configuration path it corresponds to, with how values are normalised (numbers given as strings,
@@ -89,6 +91,8 @@ LLAMACPP_WINDOW: Final = re.compile(
     r"- n_max=(?P<n_max>-?\d+), n_min=(?P<n_min>-?\d+), p_min=(?P<p_min>-?[0-9.]+)"
 )
 LLAMACPP_IMPLEMENTATION: Final = re.compile(r"adding speculative implementation '(?P<type>[^']+)'")
+# Info level: "common_speculative_init_result: loading draft model '/models/draft.gguf'".
+LLAMACPP_DRAFT_MODEL: Final = re.compile(r"loading draft model '(?P<path>[^']+)'")
 
 
 def read_log_head(path: os.PathLike[str] | str, limit: int = LOG_HEAD_BYTES) -> str:
@@ -126,6 +130,8 @@ def parse_log(engine: str, text: str) -> dict[str, Any]:
                         "p_min": float(m.group("p_min")),
                     },
                 }
+            if "llamacpp_draft_model" not in found and (m := LLAMACPP_DRAFT_MODEL.search(line)):
+                found["llamacpp_draft_model"] = {"line": line, "values": {"path": m.group("path")}}
             if m := LLAMACPP_IMPLEMENTATION.search(line):
                 entry = found.setdefault(
                     "llamacpp_speculative_types", {"line": line, "values": {"types": []}}
@@ -148,11 +154,19 @@ def parse_vllm_config(text: str) -> dict[str, Any]:
 
 
 def _config_value(text: str) -> Any:
+    """A value as ``VllmConfig.__str__`` prints it: ``repr`` for some keys, bare for others (a
+    bare revision such as ``0e12...`` must stay text, not become the float 0.0)."""
     call = re.fullmatch(r"([A-Za-z_]\w*)\((.*)\)", text, re.DOTALL)
     if call and call.group(1)[0].isupper():
         return {"__class__": call.group(1), **parse_vllm_config(call.group(2))}
-    value = _literal(text)
-    return text if value is MISSING else value
+    if text in ("None", "True", "False") or text[:1] in ("'", '"', "[", "{", "("):
+        value = _literal(text)
+        return text if value is MISSING else value
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d*", text):
+        return float(text)
+    return text
 
 
 def _literal(text: str) -> Any:
@@ -253,6 +267,13 @@ def _as_schedule(value: Any) -> Any:
     return [[int(v) for v in item] for item in value]
 
 
+def _as_speculating(value: Any) -> Any:
+    """Whether a server speculates: ``/slots`` ``speculative`` or a configured type list."""
+    if isinstance(value, bool):
+        return value
+    return _as_types(value) != "none"
+
+
 NORMALISE: Final[Mapping[str, Callable[[Any], Any]]] = {
     "int": _as_int,
     "float": _as_float,
@@ -262,6 +283,7 @@ NORMALISE: Final[Mapping[str, Callable[[Any], Any]]] = {
     "method": _as_method,
     "types": _as_types,
     "schedule": _as_schedule,
+    "speculating": _as_speculating,
 }
 
 
@@ -279,7 +301,8 @@ class Report:
     source: str  # where the engine says it, for people
     reported: Callable[[Sources], Any]  # the value, or MISSING
     kind: str = "str"
-    # The engine's value when the configuration leaves the key unset (MISSING: unknown).
+    # The engine's value when the configuration leaves the key unset (MISSING: unknown), or a
+    # function of the document giving it.
     default: Any = MISSING
     # The configured value when it is not simply the value at ``path`` (or MISSING).
     configured: Callable[[Document], Any] | None = None
@@ -421,20 +444,15 @@ def _llamacpp_types(document: Document) -> Any:
     return proposal.get("spec_type", MISSING)
 
 
-def _llamacpp_draft(document: Document, key: str, default: Any) -> Any:
-    """The draft window is configured (or defaulted) only where a draft type is in force."""
-    proposal = document.get("proposal") or {}
-    types = str(proposal.get("spec_type") or "").split(",")
-    if not any(t.strip().startswith("draft-") for t in types):
-        return proposal.get(key, MISSING)
-    return proposal.get(key, default)
+def _llamacpp_draft_default(default: Any) -> Callable[[Document], Any]:
+    """The draft window's default holds only where a draft type is in force."""
 
+    def value(document: Document) -> Any:
+        proposal = document.get("proposal") or {}
+        types = str(proposal.get("spec_type") or "").split(",")
+        return default if any(t.strip().startswith("draft-") for t in types) else MISSING
 
-def _llamacpp_window(key: str, default: Any) -> Callable[[Document], Any]:
-    def configured(document: Document) -> Any:
-        return _llamacpp_draft(document, f"spec_draft_{key}", default)
-
-    return configured
+    return value
 
 
 def _llamacpp_context(sources: Sources) -> Any:
@@ -468,11 +486,20 @@ def _llamacpp_build(sources: Sources) -> Any:
     return MISSING if info is MISSING or _llamacpp_commit(info) is MISSING else info
 
 
-def _slots_types(sources: Sources) -> Any:
-    slots = sources.get("/slots")
-    if not isinstance(slots, list) or not slots or not isinstance(slots[0], Mapping):
+def _slots(key: str, *keys: str) -> Callable[[Sources], Any]:
+    """A field of the first slot of ``/slots`` that has it (idle slots carry no ``params``)."""
+
+    def get(sources: Sources) -> Any:
+        slots = sources.get("/slots")
+        if not isinstance(slots, list):
+            return MISSING
+        for slot in slots:
+            value = _dig(slot, (key, *keys))
+            if value is not MISSING:
+                return value
         return MISSING
-    return _dig(slots[0], ("params", "speculative.types"))
+
+    return get
 
 
 _VLLM_SPEC_INIT: Final = "log: Initializing a V1 LLM engine ... speculative_config"
@@ -513,7 +540,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
         ),
         Report(
             "/target/revision",
-            f"{_VLLM_ARGS} revision",
+            f"{_VLLM_ARGS} revision (absent: none)",
             _non_default("revision", absent=None),
             default=None,
             defining=True,
@@ -549,7 +576,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
         *(
             Report(
                 f"/target/{key}",
-                f"{_VLLM_ARGS} {key}",
+                f"{_VLLM_ARGS} {key} (absent: the default)",
                 _non_default(key, absent=1),
                 kind="int",
                 default=1,
@@ -564,7 +591,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
         ),
         Report(
             "/target/gpu_memory_utilization",
-            f"{_VLLM_ARGS} gpu_memory_utilization",
+            f"{_VLLM_ARGS} gpu_memory_utilization (absent: the default)",
             _non_default("gpu_memory_utilization", absent=0.9),
             kind="float",
             default=0.9,
@@ -747,8 +774,16 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
         ),
         Report(
             "/proposal/spec_type",
-            'GET /slots [0].params["speculative.types"]',
-            _slots_types,
+            "GET /slots [].speculative (speculating at all)",
+            _slots("speculative"),
+            kind="speculating",
+            configured=_llamacpp_types,
+            defining=True,
+        ),
+        Report(
+            "/proposal/spec_type",
+            'GET /slots [].params["speculative.types"]',
+            _slots("params", "speculative.types"),
             kind="types",
             configured=_llamacpp_types,
             defining=True,
@@ -761,13 +796,20 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
             configured=_llamacpp_types,
             defining=True,
         ),
+        Report(
+            "/proposal/spec_draft_model",
+            "log: loading draft model '...'",
+            _log("llamacpp_draft_model", "path"),
+            kind="path",
+            defining=True,
+        ),
         *(
             Report(
                 f"/proposal/spec_draft_{key}",
                 f"log: - n_max=%d, n_min=%d, p_min=%.2f ({key})",
                 _log("llamacpp_speculative_window", key),
                 kind=kind,
-                configured=_llamacpp_window(key, default),
+                default=_llamacpp_draft_default(default),
                 tolerance=0.005 if kind == "float" else 0.0,
                 defining=True,
             )
@@ -826,8 +868,9 @@ def check(document: Document, sources: Sources) -> list[dict[str, Any]]:
             row.configured(document) if row.configured else _section_value(document, row.path)
         )
         from_default = False
-        if configured is MISSING and row.default is not MISSING:
-            configured, from_default = row.default, True
+        if configured is MISSING:
+            default = row.default(document) if callable(row.default) else row.default
+            configured, from_default = default, default is not MISSING
         if configured is MISSING:
             continue
         entry: dict[str, Any] = {
