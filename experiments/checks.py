@@ -154,11 +154,11 @@ def endpoint_refusals(host: GpuHost, arms: Sequence[tuple[str, FrozenConfigurati
     first_label, first = arms[0]
     reasons = []
     for label, config in arms[1:]:
-        paths = [
+        paths = sorted(
             change["path"]
             for change in diff(first.document, config.document)
             if change["path"].split("/")[1] not in PER_REQUEST_SECTIONS
-        ]
+        )
         if paths:
             reasons.append(
                 f"arms {first_label} and {label} differ at {', '.join(paths)}, but an endpoint "
