@@ -40,6 +40,15 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         launched.close()
 
 
+# What the agent uploads when the engine drafts another window than the configuration's.
+WINDOW = {
+    "path": "/proposal/num_speculative_tokens",
+    "configured": 4,
+    "reported": 2,
+    "source": "log: non-default args speculative_config.num_speculative_tokens",
+}
+
+
 def _finish(run: Run, ttft_ms: float) -> None:
     """Walk a run through the agent's calls with a small result, as an agent would."""
     host = run.host
@@ -51,7 +60,11 @@ def _finish(run: Run, ttft_ms: float) -> None:
         "schema": 1,
         "outcome": "done",
         "error": None,
-        "engine": {"report": {"/version": {"version": "0.30.0"}}, "mismatches": []},
+        "engine": {
+            "report": {"/version": {"version": "0.30.0"}},
+            "checked": [WINDOW, {**WINDOW, "path": "/target/model", "configured": "m"}],
+            "mismatches": [WINDOW] if run.arm.label == "ngram" else [],
+        },
         "result": {
             "schema_version": 1,
             "complete": True,
@@ -120,6 +133,18 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
         "rows => rows.map(r => [Number(r.dataset.sequence), r.dataset.status])"
     )
     assert sequences == [[1, "done"], [2, "done"], [3, "done"], [4, "done"]]
+    # what the engine said against the configuration, beside each run
+    flagged = page.locator(
+        '#runs tr[data-sequence] li[data-path="/proposal/num_speculative_tokens"]'
+    )
+    assert flagged.count() == 2
+    assert flagged.first.inner_text() == (
+        "/proposal/num_speculative_tokens: configured 4, the engine reports 2 "
+        "(log: non-default args speculative_config.num_speculative_tokens)"
+    )
+    assert (
+        page.locator("#runs .checked").all_inner_texts() == ["self-report agrees (2 checked)"] * 2
+    )
     # each arm's figures side by side per cell
     row = page.locator('#cells tr[data-cell="chat/c1"][data-arm="ngram"]')
     assert row.locator('td[data-key="median_ttft_ms"]').inner_text() == "15.00"
