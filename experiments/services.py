@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db import transaction
 from django.db.models import Q
@@ -23,7 +24,7 @@ from accounts.errors import ApplicationError
 from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
 from experiments import dispatch
 from experiments.models import Arm, Experiment, ResultUpload, Run
-from experiments.planning import assign_hosts, cells_of, plan_runs
+from experiments.planning import assign_hosts, cells_of, estimate_run_seconds, plan_runs
 from runs.models import FrozenConfiguration, GpuHost
 from specportal.engines.document import diff
 
@@ -283,6 +284,8 @@ def _start_refusals(
                 refusals.setdefault(f"hosts.{host.name}", []).append(f"{arm.label}: {message}")
             for finding in lint_findings(arm.configuration, host):
                 findings.append({"arm": arm.label, "host": host.name, **finding})
+    for path, message in _run_time_refusals(experiment):
+        refusals.setdefault(path, []).append(message)
     errors = [f for f in findings if f.get("severity") == "error"]
     if errors and not lint_override_reason.strip():
         for finding in errors:
@@ -305,6 +308,22 @@ def _hosts_with_cells(experiment: Experiment, hosts: Sequence[GpuHost]) -> set[s
     if not cells or not hosts:
         return set()
     return set(assign_hosts(cells, sorted(h.name for h in hosts)).values())
+
+
+def _run_time_refusals(experiment: Experiment) -> Iterator[tuple[str, str]]:
+    """Cells whose runs would outlast the broker's visibility timeout (Redis would redeliver)."""
+    limit = settings.CELERY_VISIBILITY_TIMEOUT
+    fresh = experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER
+    for workload in experiment.workloads:
+        for load in experiment.loads:
+            seconds = estimate_run_seconds(workload, load, fresh_server=fresh)
+            if seconds >= limit:
+                yield (
+                    f"loads.{load['name']}",
+                    f"{workload['name']}/{load['name']}: a run is estimated at {seconds:.0f} s, "
+                    f"not under the broker's visibility timeout of {limit} s; shorten the load "
+                    "level or raise CELERY_VISIBILITY_TIMEOUT on the portal and the agents",
+                )
 
 
 @transaction.atomic

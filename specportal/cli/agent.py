@@ -6,7 +6,9 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
 from specportal.cli import CliError
 
 HELP = "run the GPU-host agent: executes this host's benchmark runs for the portal"
@@ -51,10 +53,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="vllm bench serve",
         help='the optional runner for workloads with "runner": "vllm-bench-serve"',
     )
+    parser.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=int(
+            os.environ.get("CELERY_VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY_TIMEOUT_SECONDS)
+        ),
+        help="seconds before Redis redelivers an unacknowledged run; must exceed the longest run "
+        "(env CELERY_VISIBILITY_TIMEOUT, as on the portal)",
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("var/agent"))
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--health-timeout", type=float, default=900.0)
     parser.add_argument("--loglevel", default="INFO")
+
+
+def broker_connection(
+    broker: str, broker_dir: Path, visibility_timeout: int
+) -> tuple[str, dict[str, Any]]:
+    """The broker URL and transport options: Redis with the shared visibility timeout, or the
+    embedded filesystem broker in ``broker_dir`` (shared with the portal) when ``broker`` is empty.
+    """
+    if broker:
+        return broker, {"visibility_timeout": visibility_timeout}
+    queue = broker_dir / "queue"
+    queue.mkdir(parents=True, exist_ok=True)
+    return "filesystem://", {
+        "data_folder_in": str(queue),
+        "data_folder_out": str(queue),
+        "processed_folder": str(broker_dir / "processed"),
+        "control_folder": str(broker_dir / "control"),
+        "store_processed": False,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,18 +119,7 @@ def run(args: argparse.Namespace) -> int:
         engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
         vllm_bench_command=args.vllm_bench_command,
     )
-    broker, options = args.broker, {}
-    if not broker:
-        broker = "filesystem://"
-        queue = str(args.broker_dir / "queue")
-        options = {
-            "data_folder_in": queue,
-            "data_folder_out": queue,
-            "processed_folder": str(args.broker_dir / "processed"),
-            "control_folder": str(args.broker_dir / "control"),
-            "store_processed": False,
-        }
-        Path(queue).mkdir(parents=True, exist_ok=True)
+    broker, options = broker_connection(args.broker, args.broker_dir, args.visibility_timeout)
     app, heartbeat = make_app(settings, broker_url=broker, transport_options=options)
     run_worker(app, heartbeat, args.host, args.loglevel)
     return 0
