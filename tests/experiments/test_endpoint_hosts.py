@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from django.test import Client
 
 from experiments.models import Experiment, RequestRecord, Run
 from runs.models import GpuHost
@@ -262,3 +263,13 @@ def test_an_endpoint_serving_another_window_fails_its_runs_and_another_context_i
         ]
         checked = {c["path"] for c in run.engine_checked}
         assert {"/proposal/speculative_num_steps", "/target/model_path"} <= checked
+    # and the experiment page lists each mismatch beside its run
+    client = Client()
+    client.force_login(setup.viewer)
+    html = client.get(f"/experiments/{experiment_id}/").content.decode()
+    assert html.count('<li data-path="/target/context_length">') == 4
+    assert html.count('<li data-path="/proposal/speculative_num_steps">') == 2
+    assert (
+        "<code>/target/context_length</code>: configured 8192, the engine reports 4096 "
+        "<small>(GET /get_server_info .context_length)</small>"
+    ) in html
