@@ -198,8 +198,8 @@ def test_an_endpoint_serving_another_window_fails_its_runs_and_another_context_i
     def logs() -> str:
         return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
 
-    for port in ports.values():
-        wait_for(lambda port=port: _healthy(f"http://127.0.0.1:{port}"), 60, "a server", logs)
+    urls = [f"http://127.0.0.1:{port}" for port in ports.values()]
+    wait_for(lambda: all(_healthy(url) for url in urls), 60, "the servers", logs)
     # and two arms that differ only in sampling (so they may share a server)
     t0, _ = configuration_create(document=copy.deepcopy(SGLANG), name="t0")
     t07, _ = configuration_create(
