@@ -46,7 +46,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engines",
         default="{}",
-        help='installed engines and versions as JSON, e.g. \'{"vllm": ["0.30.0"]}\'',
+        help='installed engines and versions as JSON, e.g. \'{"vllm": ["0.30.0"]}\'; they win '
+        "over the versions the agent detects (vllm --version, llama-server --version, sglang's "
+        "Python package)",
+    )
+    parser.add_argument(
+        "--no-detect-engines",
+        dest="detect_engines",
+        action="store_false",
+        help="report only the --engines given, without asking the executables on this host",
+    )
+    parser.add_argument(
+        "--sglang-python",
+        default=os.environ.get("SPECPORTAL_SGLANG_PYTHON", ""),
+        help="the Python interpreter SGLang is installed in (default: the agent's own; env "
+        "SPECPORTAL_SGLANG_PYTHON)",
+    )
+    parser.add_argument(
+        "--inventory-refresh-seconds",
+        type=float,
+        default=600.0,
+        help="collect GPUs and engine versions again this often (0: only at start)",
     )
     parser.add_argument(
         "--vllm-bench-command",
@@ -117,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
         heartbeat_seconds=args.heartbeat_seconds,
         health_timeout_seconds=args.health_timeout,
         engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
+        detect_engines=args.detect_engines,
+        sglang_python=args.sglang_python or None,
+        inventory_refresh_seconds=args.inventory_refresh_seconds,
         vllm_bench_command=args.vllm_bench_command,
     )
     broker, options = broker_connection(args.broker, args.broker_dir, args.visibility_timeout)

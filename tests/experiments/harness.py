@@ -128,7 +128,14 @@ def start_portal_worker(broker: str, log_dir: Path) -> Process:
 
 
 def start_agent(
-    host: str, token: str, portal: str, broker: str, log_dir: Path, *, engines: Any = None
+    host: str,
+    token: str,
+    portal: str,
+    broker: str,
+    log_dir: Path,
+    *,
+    engines: Any = None,
+    env: dict[str, str] | None = None,
 ) -> Process:
     return Process(
         f"agent-{host}",
@@ -157,7 +164,7 @@ def start_agent(
         # Agents get no database credentials: prove it by giving them none.
         {
             k: v
-            for k, v in subprocess_env(SPECPORTAL_HOST_TOKEN=token).items()
+            for k, v in subprocess_env(SPECPORTAL_HOST_TOKEN=token, **(env or {})).items()
             if k != "DATABASE_URL"
         },
         log_dir,
