@@ -81,11 +81,13 @@ _LLAMACPP_COMMIT = re.compile(r"[+-]([0-9a-f]{7,40})$")
 
 
 def version_installed(engine: str, wanted: str, installed: list[str]) -> bool:
-    """Whether the pinned engine version is among the host's; llama.cpp builds match by commit."""
+    """Whether the pinned engine version is among the host's; llama.cpp builds match by commit,
+    Python packages by public version when the pin has no local label."""
     if wanted in installed:
         return True
     if engine != "llamacpp":
-        return False
+        # As PEP 440's ``==``: a pin without a local label accepts any (``0.11.0+cu128``).
+        return "+" not in wanted and any(v.split("+", 1)[0] == wanted for v in installed)
     match = _LLAMACPP_COMMIT.search(wanted.strip().lower())
     if not match:
         return False

@@ -46,8 +46,9 @@ def served_model(config: EmulatorConfig, data: dict[str, Any]) -> str:
 
 
 class OpenAISink(StreamSink):
-    """A response of vLLM's or SGLang's OpenAI server; subclasses render its bytes and
-    ``usage_chunk`` (sent before ``[DONE]`` with ``stream_options.include_usage``)."""
+    """A response of vLLM's or SGLang's OpenAI server. Subclasses give the id's shape
+    (``new_id``), render the engine's bytes, and its ``usage_chunk`` (sent before ``[DONE]`` with
+    ``stream_options.include_usage``)."""
 
     def __init__(
         self,
@@ -58,7 +59,7 @@ class OpenAISink(StreamSink):
         chat: bool,
         model: str,
         flags: StreamFlags,
-        response_id: str,
+        logprobs: int | None = None,
     ) -> None:
         super().__init__(server, conn, index)
         self.streaming = flags.stream
@@ -67,10 +68,15 @@ class OpenAISink(StreamSink):
         self.include_usage = flags.include_usage
         continuous = flags.continuous_usage
         self.continuous = self.include_usage and continuous
-        self.id = response_id
+        self.logprobs = logprobs  # top logprobs asked for (None: none); only vLLM renders them
         self.created = int(time.time())
+        self.id = self.new_id()
+        self.chunk_object = "chat.completion.chunk" if chat else "text_completion"
         self.sent_text = 0
         self.role_sent = False
+
+    def new_id(self) -> str:
+        raise NotImplementedError
 
     def tail(self, seq: EmulatedSequence) -> bytes:
         return (self.usage_chunk(seq) if self.include_usage else b"") + SSE_DONE

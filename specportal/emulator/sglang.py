@@ -226,6 +226,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         "max_total_tokens": capacity,
         "chunked_prefill_size": engine.max_num_batched_tokens,
         "disable_radix_cache": bool(args.get("disable_radix_cache")),
+        "enable_cache_report": bool(args.get("enable_cache_report")),
         "random_seed": args.get("random_seed"),
         "enable_metrics": bool(args.get("enable_metrics")),
         "decode_log_interval": int(args.get("decode_log_interval") or 40),
@@ -354,34 +355,18 @@ def _choice(
 class OpenAISink(openai_compat.OpenAISink):
     """SGLang's OpenAI-compatible chunks (``matched_stop``; role chunk first for chat)."""
 
-    def __init__(
-        self,
-        server: EmulatorServer,
-        conn: HttpConnection,
-        index: int,
-        *,
-        chat: bool,
-        model: str,
-        flags: openai_compat.StreamFlags,
-    ) -> None:
-        super().__init__(
-            server,
-            conn,
-            index,
-            chat=chat,
-            model=model,
-            flags=flags,
-            response_id=secrets.token_hex(16),
-        )
-        self.chunk_object = "chat.completion.chunk" if chat else "text_completion"
+    def new_id(self) -> str:
+        return secrets.token_hex(16)
 
     def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
         done = len(seq.output)
+        # SGLang reports cached prompt tokens on its OpenAI routes only with --enable-cache-report.
+        report = self.server.config.settings.get("enable_cache_report")
         return {
             "prompt_tokens": seq.prompt_len,
             "total_tokens": seq.prompt_len + done,
             "completion_tokens": done,
-            "prompt_tokens_details": None,
+            "prompt_tokens_details": {"cached_tokens": seq.cached_tokens} if report else None,
             "reasoning_tokens": 0,
         }
 

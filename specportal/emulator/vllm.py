@@ -10,6 +10,7 @@ Chunks are assembled from pre-encoded byte templates: no JSON library on the str
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -30,7 +31,7 @@ from specportal.emulator.engine import (
     Sampling,
     SpecConfig,
 )
-from specportal.emulator.httpserver import HttpConnection, Request, Response
+from specportal.emulator.httpserver import Request, Response
 from specportal.emulator.openai_compat import OpenAISink, StreamFlags, served_model
 from specportal.emulator.options import EmuOptions
 from specportal.emulator.profiles import draft_cost, draft_params, kv_capacity_tokens, method_family
@@ -249,33 +250,17 @@ def _usage(prompt: int, completion: int) -> bytes:
 class _OpenAISink(OpenAISink):
     """Completions and chat: chunks from byte templates, the slow path for stop/logprobs."""
 
-    def __init__(
-        self,
-        server: EmulatorServer,
-        conn: HttpConnection,
-        index: int,
-        *,
-        chat: bool,
-        model: str,
-        flags: StreamFlags,
-        logprobs: int | None,
-    ) -> None:
-        super().__init__(
-            server,
-            conn,
-            index,
-            chat=chat,
-            model=model,
-            flags=flags,
-            response_id=("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8),
-        )
-        self.logprobs = logprobs
-        obj = b"chat.completion.chunk" if chat else b"text_completion"
-        self.head = b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
+    def new_id(self) -> str:
+        return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(8)
+
+    @functools.cached_property
+    def head(self) -> bytes:
+        """What every chunk starts with (computed once: an attribute from then on)."""
+        return b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
             self.id.encode(),
-            obj,
+            self.chunk_object.encode(),
             self.created,
-            json.dumps(model).encode(),
+            json.dumps(self.model).encode(),
         )
 
     def _slow(self, seq: EmulatedSequence) -> bool:

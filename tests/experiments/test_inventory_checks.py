@@ -88,10 +88,12 @@ def test_registered_gpus_are_named_as_such_when_the_agent_reports_none(setup: Se
     assert "the host has 1 (as registered; its agent reported no GPUs)" in reasons[0]
 
 
-def test_llama_cpp_builds_match_by_commit() -> None:
+def test_llama_cpp_builds_match_by_commit_and_packages_ignore_local_labels() -> None:
     assert version_installed("llamacpp", "0.3.36+0c1e570", ["b1-0c1e570"])
     assert version_installed("llamacpp", "b4589-eb7cf15a", ["0.3.40+eb7cf15a8d"])
     assert not version_installed("llamacpp", "0.3.36+0c1e570", ["b6550-3ecb2f67"])
     assert not version_installed("llamacpp", "0.3.36", ["b1-0c1e570"])
     assert version_installed("vllm", "0.30.0", ["0.30.0"])
-    assert not version_installed("vllm", "0.30.0", ["0.30.0+cu128"])
+    assert version_installed("vllm", "0.30.0", ["0.30.0+cu128"])
+    assert not version_installed("vllm", "0.30.0+cu126", ["0.30.0+cu128"])
+    assert not version_installed("sglang", "0.5.6", ["0.5.6.post1"])

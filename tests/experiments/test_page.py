@@ -17,6 +17,7 @@ import redis
 from django.template.defaultfilters import floatformat
 from playwright.sync_api import Browser, sync_playwright
 
+from analysis.prefixcache import compare_arms
 from experiments import selectors
 from experiments.models import Experiment, Run
 from tests.experiments.conftest import OBJECTIVES, Setup, api_as
@@ -173,6 +174,15 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
             assert 0 < float(acceptance) <= 1
         else:
             assert acceptance == "–"
+        # the prefix-cache hit rate the agent's load generator read from vLLM's counters
+        assert run.prefix_cache_hit_rate is not None, run.prefix_cache
+        shown_rate = row.locator('td[data-key="prefix_cache_hit_rate"]').inner_text()
+        assert shown_rate == str(floatformat(run.prefix_cache_hit_rate, 3))
+    # a cell is flagged exactly when its arms' stored rates disagree
+    for cell in {run.cell for run in runs}:
+        rates = {r.arm.label: r.prefix_cache_hit_rate for r in runs if r.cell == cell}
+        flags = page.locator(f'#cells tr[data-cell="{cell}"] .prefix-cache-flag').count()
+        assert flags == (2 if compare_arms(rates).flagged else 0), (cell, rates)
     # what the engine said about itself, against the configuration, beside each run
     agrees = page.locator("#runs tr[data-sequence] .checked").all_inner_texts()
     assert agrees == [f"self-report agrees ({len(r.engine_checked)} checked)" for r in runs]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0004_requestrecord_run_index_via_unique'),
+        ('experiments', '0005_run_prefix_cache'),
     ]
 
     operations = [
