@@ -727,6 +727,12 @@ class SglangApp:
                 lab,
                 [(rows[0], sum(e.stats.generation_tokens for e in engines))],
             )
+            b.counter(
+                "sglang:cached_tokens",
+                "Number of cached prompt tokens.",
+                lab,
+                [(rows[0], sum(e.stats.prefix_cache_hits for e in engines))],
+            )
             for name, doc, bounds, attr in (
                 (
                     "sglang:time_to_first_token_seconds",
