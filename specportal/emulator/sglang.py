@@ -683,6 +683,7 @@ class SglangApp:
                     "Number of generation tokens processed.",
                     total.generation_tokens,
                 ),
+                ("cached_tokens", "Number of cached prompt tokens.", total.prefix_cache_hits),
             ):
                 b.counter(f"sglang:{name}", doc, lab, [(row, value)])
             for name, what, attr in LATENCY_HISTOGRAMS:
