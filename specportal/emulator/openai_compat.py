@@ -74,9 +74,13 @@ class OpenAISink(StreamSink):
         self.chunk_object = "chat.completion.chunk" if chat else "text_completion"
         self.sent_text = 0
         self.role_sent = False
+        self.setup()
 
     def new_id(self) -> str:
         raise NotImplementedError
+
+    def setup(self) -> None:
+        """The subclass's own per-response state, once the fields above are set."""
 
     def tail(self, seq: EmulatedSequence) -> bytes:
         return (self.usage_chunk(seq) if self.include_usage else b"") + SSE_DONE

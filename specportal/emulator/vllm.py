@@ -10,7 +10,6 @@ Chunks are assembled from pre-encoded byte templates: no JSON library on the str
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import secrets
@@ -234,10 +233,9 @@ class _OpenAISink(OpenAISink):
     def new_id(self) -> str:
         return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(8)
 
-    @functools.cached_property
-    def head(self) -> bytes:
-        """What every chunk starts with (computed once: an attribute from then on)."""
-        return b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
+    def setup(self) -> None:
+        # What every chunk starts with. A plain attribute: the per-chunk path reads it.
+        self.head = b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
             self.id.encode(),
             self.chunk_object.encode(),
             self.created,
