@@ -50,6 +50,9 @@ class AgentSettings:
     health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS
     engines: dict[str, list[str]] = field(default_factory=dict)
     vllm_bench_command: str = "vllm bench serve"
+    # The port managed engines listen on; None: a free port per run. Real hosts often expose one
+    # fixed port; if something else holds it, the engine fails with its own "address in use".
+    engine_port: int | None = None
 
 
 def gpu_inventory() -> list[dict[str, str]]:
@@ -255,7 +258,7 @@ class Executor:
         from specportal.agent.launching import engine_command
 
         config = spec["configuration"]
-        port = free_port()
+        port = self.settings.engine_port or free_port()
         argv, env, executable_len = engine_command(config["document"], port)
         env_added = dict(env)
         if spec["experiment"]["cache_policy"] == "reset_cache" and config["engine"] == "vllm":

@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="vllm bench serve",
         help='the optional runner for workloads with "runner": "vllm-bench-serve"',
     )
+    parser.add_argument(
+        "--engine-port",
+        type=int,
+        default=None,
+        help="the port managed engines listen on (default: a free port for each run)",
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("var/agent"))
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--health-timeout", type=float, default=900.0)
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         health_timeout_seconds=args.health_timeout,
         engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
         vllm_bench_command=args.vllm_bench_command,
+        engine_port=args.engine_port,
     )
     broker, options = args.broker, {}
     if not broker:
