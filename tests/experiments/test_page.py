@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import connections
 from playwright.sync_api import Browser, sync_playwright
 
 from experiments import services
@@ -38,6 +39,11 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         )
         yield launched
         launched.close()
+        # While Playwright's loop runs, Django counts this thread as async and keeps the test's
+        # ORM connection per context (asgiref), not per thread: pytest-django's teardown never
+        # sees it, and it would hold the test database open at the end of the session ("being
+        # accessed by other users"). Close it here, in that context.
+        connections.close_all()
 
 
 def _finish(run: Run, ttft_ms: float) -> None:
