@@ -222,6 +222,9 @@ def test_engine_that_will_not_start_or_dies_mid_run_is_recorded_and_the_host_mov
     assert runs["dies"].status == Run.Status.INCOMPLETE, runs["dies"].error
     kept = RequestRecord.objects.filter(run=runs["dies"])
     assert kept.filter(success=True).count() >= 2
+    assert runs["dies"].summary is not None
+    assert runs["dies"].summary["completed"] == kept.filter(success=True).count()
+    assert "--emu-fault-exit-after" in runs["dies"].log_excerpt
     assert kept.filter(success=False).exists() or (runs["dies"].requests_total or 0) < 6
     # and the host went on with the baseline (continue policy)
     assert runs["baseline"].status == Run.Status.DONE
@@ -465,3 +468,63 @@ def test_cache_reset_policy_starts_vllm_in_dev_mode_and_records_it_on_the_run(
         # recorded on the run, never in the frozen configuration
         runtime_env = run.arm.configuration.document.get("runtime", {}).get("env", {})
         assert "VLLM_SERVER_DEV_MODE" not in runtime_env
+
+
+def _served(port: int) -> float:
+    """Requests the (emulated) vLLM finished so far, from its own /metrics."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total")
+    )
+
+
+def test_a_cancelled_experiment_keeps_what_its_running_run_measured(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path))
+    experiment_id = _create(
+        setup,
+        candidates=[setup.ngram.pk],
+        labels=["baseline", "ngram"],
+        loads=[{"name": "c1", "concurrency": 1, "requests": 400}],
+        hosts=["gpu-a"],
+        repetitions=1,
+    )
+    first, second = Run.objects.filter(experiment_id=experiment_id).order_by("sequence")
+    wait_for(
+        lambda: Run.objects.filter(pk=first.pk, progress__phase="running").exists(),
+        60,
+        "the first run to be measuring",
+        _logs(processes),
+    )
+    first.refresh_from_db()
+    port = int(first.command[first.command.index("--port") + 1])
+    wait_for(lambda: _served(port) >= 3, 60, "a few requests to finish", _logs(processes))
+    # when the experiment is cancelled through the API mid-run
+    cancelled = api_as(setup.experimenter).post(f"/api/v1/experiments/{experiment_id}/cancel/")
+    assert cancelled.status_code == 200, cancelled.json()
+    # then the agent stops the load at the flag and the run keeps what it measured
+    wait_for(
+        lambda: Run.objects.filter(pk=first.pk, status=Run.Status.CANCELLED).exists(),
+        60,
+        "the running run to be cancelled",
+        _logs(processes),
+    )
+    first.refresh_from_db()
+    kept = RequestRecord.objects.filter(run=first)
+    # every request has its record: the measured ones, and the rest marked as never sent
+    assert kept.count() == 400
+    assert 3 <= kept.filter(success=True).count() < 400
+    assert kept.filter(success=False, error__startswith="not_sent").exists()
+    assert first.summary is not None
+    assert first.summary["completed"] == kept.filter(success=True).count()
+    assert list(ResultUpload.objects.filter(run=first).values_list("attempt", flat=True)) == [1]
+    second.refresh_from_db()
+    assert (second.status, second.error) == (Run.Status.CANCELLED, "cancelled before it started")
+    assert Experiment.objects.get(pk=experiment_id).status == Experiment.Status.CANCELLED
