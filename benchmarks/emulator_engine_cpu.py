@@ -17,6 +17,7 @@ from typing import Any
 
 from specportal.emulator.clock import VirtualClock
 from specportal.emulator.engine import EmulatedSequence, Engine, EngineConfig, Sampling
+from specportal.emulator.openai_compat import StreamFlags
 from specportal.emulator.profiles import model_profile
 from specportal.emulator.vllm import _OpenAISink
 
@@ -86,9 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             i,
             chat=False,
             model="m",
-            stream=True,
-            include_usage=False,
-            continuous=False,
+            flags=StreamFlags({"stream": True}),
             logprobs=None,
         )
         seq = EmulatedSequence(

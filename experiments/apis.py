@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from accounts.api_input import refuse_unknown_fields, refuse_unknown_filters
 from accounts.errors import ApplicationError
 from accounts.permissions import IsExperimenterOrReadOnly
+from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from experiments import selectors, services
 from experiments.models import Experiment, Run
 from runs.models import FrozenConfiguration, GpuHost
@@ -90,6 +91,9 @@ class RunOutput(serializers.Serializer[Any]):
     progress = serializers.JSONField()
     requests_total = serializers.IntegerField()
     requests_failed = serializers.IntegerField()
+    # Fraction of prompt tokens served from the prefix cache; null when the engine did not say.
+    prefix_cache_hit_rate = serializers.FloatField(allow_null=True)
+    prefix_cache_source = serializers.CharField(source="prefix_cache.source", allow_null=True)
 
 
 class RunDetailOutput(RunOutput):
@@ -99,6 +103,7 @@ class RunDetailOutput(RunOutput):
     command = serializers.JSONField()
     log_excerpt = serializers.CharField()
     summary = serializers.JSONField()
+    prefix_cache = serializers.JSONField()
     result_attempt = serializers.IntegerField()
 
 
@@ -175,6 +180,58 @@ class ExperimentDetailApi(APIView):
     def get(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         return Response(ExperimentOutput(experiment).data)
+
+
+class CellArmOutput(serializers.Serializer[Any]):
+    arm = serializers.CharField()
+    runs = serializers.IntegerField()
+    figures = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    prefix_cache_hit_rates = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+
+class PrefixCacheBlockOutput(serializers.Serializer[Any]):
+    repetition = serializers.IntegerField()
+    rates = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    flagged = serializers.BooleanField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+class CellPrefixCacheOutput(serializers.Serializer[Any]):
+    flagged = serializers.BooleanField()
+    reasons = serializers.ListField(child=serializers.CharField())
+    blocks = PrefixCacheBlockOutput(many=True)
+
+
+class CellOutput(serializers.Serializer[Any]):
+    cell = serializers.CharField()
+    arms = CellArmOutput(many=True)
+    prefix_cache = CellPrefixCacheOutput()
+
+
+class ExperimentCellsApi(APIView):
+    """Each cell's arms side by side: median figures, prefix-cache hit rates and the flag."""
+
+    @extend_schema(
+        operation_id="experiments_cells_retrieve",
+        responses=inline_serializer(
+            "ExperimentCells",
+            {
+                "experiment": serializers.IntegerField(),
+                "prefix_cache_tolerance": serializers.FloatField(),
+                "cells": CellOutput(many=True),
+            },
+        ),
+    )
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(experiment_id=experiment_id)
+        cells = selectors.experiment_cells(experiment=experiment)
+        return Response(
+            {
+                "experiment": experiment.pk,
+                "prefix_cache_tolerance": PREFIX_CACHE_TOLERANCE,
+                "cells": CellOutput(cells, many=True).data,
+            }
+        )
 
 
 class ExperimentPlanApi(APIView):

@@ -52,6 +52,51 @@ def gpus_needed(document: Mapping[str, Any]) -> int:
     return max(product, int(placement.get("gpus") or 0))
 
 
+def _parallelism(document: Mapping[str, Any]) -> str:
+    """``TP × PP × DP = 2 × 1 × 1`` with the engine's own key names' values."""
+    engine = str(document.get("engine", ""))
+    keys = PARALLEL_KEYS.get(engine, ())
+    if not keys:
+        return "runtime.placement.gpus"
+    target = document.get("target") or {}
+    values = " × ".join(str(int(target.get(key) or 1)) for key in keys)
+    return f"TP × PP × DP = {values}"
+
+
+def _gpus_known_from(host: GpuHost) -> str:
+    gpus = (host.inventory or {}).get("gpus") or []
+    if gpus and host.inventory_reported_at is not None:
+        return (
+            f"nvidia-smi on the host reported {len(gpus)} × {host.gpu_model} at "
+            f"{host.inventory_reported_at:%Y-%m-%d %H:%M:%S} UTC"
+        )
+    return "as registered; its agent reported no GPUs"
+
+
+# A llama.cpp build is named by its commit: ``0.3.36+0c1e570`` (the sdist and its vendored
+# commit, as configurations pin it) and ``b1-0c1e570`` (``llama-server --version``, ``/props``).
+_LLAMACPP_COMMIT = re.compile(r"[+-]([0-9a-f]{7,40})$")
+
+
+def version_installed(engine: str, wanted: str, installed: list[str]) -> bool:
+    """Whether the pinned engine version is among the host's; llama.cpp builds match by commit,
+    Python packages by public version when the pin has no local label."""
+    if wanted in installed:
+        return True
+    if engine != "llamacpp":
+        # As PEP 440's ``==``: a pin without a local label accepts any (``0.11.0+cu128``).
+        return "+" not in wanted and any(v.split("+", 1)[0] == wanted for v in installed)
+    match = _LLAMACPP_COMMIT.search(wanted.strip().lower())
+    if not match:
+        return False
+    commit = match.group(1)
+    for version in installed:
+        other = _LLAMACPP_COMMIT.search(version.strip().lower())
+        if other and (other.group(1).startswith(commit) or commit.startswith(other.group(1))):
+            return True
+    return False
+
+
 def hub_models(document: Mapping[str, Any]) -> list[str]:
     engine = str(document.get("engine", ""))
     found = []
@@ -89,14 +134,22 @@ def host_refusals(host: GpuHost, config: FrozenConfiguration) -> list[str]:
         reasons.append(f"engine {config.engine} is not installed on the host")
     else:
         wanted = (document.get("engine_build") or {}).get("version")
-        if wanted and wanted not in installed:
+        if wanted and not version_installed(config.engine, str(wanted), installed):
             reasons.append(
                 f"engine {config.engine} {wanted} is not installed (host has "
                 f"{', '.join(installed)})"
             )
     needed = gpus_needed(document)
     if needed > host.gpu_count:
-        reasons.append(f"needs {needed} GPUs (TP × PP × DP), the host has {host.gpu_count}")
+        reasons.append(
+            f"needs {needed} GPUs ({_parallelism(document)}), the host has {host.gpu_count} "
+            f"({_gpus_known_from(host)})"
+        )
+    smi = (host.inventory or {}).get("nvidia_smi") or {}
+    if needed and smi.get("status") == "failed":
+        reasons.append(
+            f"nvidia-smi fails on the host, so its GPUs cannot be confirmed: {smi.get('reason')}"
+        )
     if host.offline:
         for model in hub_models(document):
             reasons.append(f"the host is offline and {model!r} would be pulled from a hub")
@@ -112,15 +165,7 @@ def lint_findings(config: FrozenConfiguration, host: GpuHost) -> list[dict[str, 
 
 
 def host_record_heartbeat(*, host: GpuHost, inventory: Mapping[str, Any]) -> GpuHost:
-    engines = inventory.get("engines")
-    clean = None
-    if isinstance(engines, dict):
-        clean = {
-            str(k): [str(v) for v in versions]
-            for k, versions in engines.items()
-            if isinstance(versions, list)
-        }
-    return host_heartbeat_record(host=host, engines=clean)
+    return host_heartbeat_record(host=host, inventory=inventory)
 
 
 def hosts_mark_silent() -> int:

@@ -229,6 +229,9 @@ def upload_ingest(*, upload_id: int) -> Run:
     run.summary = result.get("summary")
     run.server = result.get("server") or {}
     run.acceptance = result.get("acceptance") or {}
+    run.prefix_cache = result.get("prefix_cache") or {}
+    rate = run.prefix_cache.get("hit_rate", (run.summary or {}).get("prefix_cache_hit_rate"))
+    run.prefix_cache_hit_rate = float(rate) if isinstance(rate, int | float) else None
     run.requests_total = len(records) if records else None
     run.requests_failed = failed if records else None
     if envelope.get("error"):
@@ -251,6 +254,8 @@ def upload_ingest(*, upload_id: int) -> Run:
             "summary",
             "server",
             "acceptance",
+            "prefix_cache",
+            "prefix_cache_hit_rate",
             "requests_total",
             "requests_failed",
             "error",

@@ -9,6 +9,7 @@ from typing import Any, Final
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
+from analysis.prefixcache import compare_arms
 from experiments.models import REQUEST_RECORD_FIELDS, Experiment, RequestRecord, Run
 
 # Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
@@ -89,14 +90,47 @@ def acceptance_rate(run: Run) -> float | None:
     return None
 
 
+def prefix_cache_blocks(
+    rates: Mapping[tuple[int, str], float | None], arms: list[str]
+) -> dict[str, Any]:
+    """One cell's prefix-cache check: per repetition block, the arms' rates and the comparison.
+
+    ``rates`` maps (repetition, arm) to the hit rate of a finished run (None: unavailable). The
+    cell is flagged when any block is.
+    """
+    blocks: list[dict[str, Any]] = []
+    for repetition in sorted({rep for rep, _ in rates}):
+        block = {arm: rates[(repetition, arm)] for arm in arms if (repetition, arm) in rates}
+        comparison = compare_arms(block)
+        blocks.append(
+            {
+                "repetition": repetition,
+                "rates": block,
+                "flagged": comparison.flagged,
+                "reasons": comparison.reasons,
+            }
+        )
+    reasons = [f"repetition {b['repetition']}: {r}" for b in blocks for r in b["reasons"]]
+    return {
+        "flagged": any(b["flagged"] for b in blocks),
+        "reasons": reasons,
+        "blocks": blocks,
+    }
+
+
 def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
-    """Per cell, per arm: the summary figures of finished runs (median over repetitions)."""
+    """Per cell, per arm: the summary figures of finished runs (median over repetitions), the
+    prefix-cache hit rates, and the cell's prefix-cache flag (``prefix_cache_blocks``)."""
     import statistics
 
     arms = [arm.label for arm in experiment.arms.all()]
     runs = experiment.runs.select_related("arm").filter(summary__isnull=False)
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
+    hit_rates: dict[str, dict[tuple[int, str], float | None]] = {}
     for run in runs:
+        hit_rates.setdefault(run.cell, {})[(run.repetition, run.arm.label)] = (
+            run.prefix_cache_hit_rate
+        )
         figures = values.setdefault((run.cell, run.arm.label), {})
         for key in SIDE_BY_SIDE_KEYS:
             value = (
@@ -108,6 +142,7 @@ def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
     for workload in experiment.workloads:
         for load in experiment.loads:
             cell = f"{workload['name']}/{load['name']}"
+            cell_rates = hit_rates.get(cell, {})
             cells.append(
                 {
                     "cell": cell,
@@ -120,9 +155,13 @@ def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
                                 for key in SIDE_BY_SIDE_KEYS
                                 for v in [values.get((cell, arm), {}).get(key, [])]
                             },
+                            "prefix_cache_hit_rates": [
+                                rate for (_, a), rate in sorted(cell_rates.items()) if a == arm
+                            ],
                         }
                         for arm in arms
                     ],
+                    "prefix_cache": prefix_cache_blocks(cell_rates, arms),
                 }
             )
     return cells

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
@@ -24,7 +24,7 @@ from accounts.errors import ApplicationError
 from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
 from experiments import dispatch
 from experiments.models import Arm, Experiment, ResultUpload, Run
-from experiments.planning import plan_runs
+from experiments.planning import estimate_run_seconds, plan_runs
 from runs.models import FrozenConfiguration, GpuHost
 from specportal.engines.document import diff
 
@@ -273,6 +273,8 @@ def _start_refusals(
                 refusals.setdefault(f"hosts.{host.name}", []).append(f"{arm.label}: {message}")
             for finding in lint_findings(arm.configuration, host):
                 findings.append({"arm": arm.label, "host": host.name, **finding})
+    for path, message in _run_time_refusals(experiment):
+        refusals.setdefault(path, []).append(message)
     errors = [f for f in findings if f.get("severity") == "error"]
     if errors and not lint_override_reason.strip():
         for finding in errors:
@@ -281,6 +283,22 @@ def _start_refusals(
                 "(give lint_override_reason to start anyway)"
             )
     return refusals, findings
+
+
+def _run_time_refusals(experiment: Experiment) -> Iterator[tuple[str, str]]:
+    """Cells whose runs would outlast the broker's visibility timeout (Redis would redeliver)."""
+    limit = settings.CELERY_VISIBILITY_TIMEOUT
+    fresh = experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER
+    for workload in experiment.workloads:
+        for load in experiment.loads:
+            seconds = estimate_run_seconds(workload, load, fresh_server=fresh)
+            if seconds >= limit:
+                yield (
+                    f"loads.{load['name']}",
+                    f"{workload['name']}/{load['name']}: a run is estimated at {seconds:.0f} s, "
+                    f"not under the broker's visibility timeout of {limit} s; shorten the load "
+                    "level or raise CELERY_VISIBILITY_TIMEOUT on the portal and the agents",
+                )
 
 
 @transaction.atomic

@@ -15,6 +15,11 @@ urlpatterns = [
         name="api-experiment-plan",
     ),
     path(
+        "api/v1/experiments/<int:experiment_id>/cells/",
+        apis.ExperimentCellsApi.as_view(),
+        name="api-experiment-cells",
+    ),
+    path(
         "api/v1/experiments/<int:experiment_id>/start/",
         apis.ExperimentStartApi.as_view(),
         name="api-experiment-start",

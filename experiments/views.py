@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from experiments import selectors
 from experiments.models import Run
 
@@ -32,5 +33,6 @@ def experiment_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "finished": finished,
         "cells": selectors.experiment_cells(experiment=experiment),
         "figure_keys": selectors.SIDE_BY_SIDE_KEYS,
+        "prefix_cache_tolerance": PREFIX_CACHE_TOLERANCE,
     }
     return render(request, "experiments/experiment.html", context)

@@ -42,7 +42,14 @@ class GpuHostAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     list_filter = ("mode", "emulated", "offline", "health_status")
     search_fields = ("name", "gpu_model")
-    readonly_fields = ("token_prefix", "token_issued_at", "last_heartbeat_at", "created_at")
+    readonly_fields = (
+        "token_prefix",
+        "token_issued_at",
+        "last_heartbeat_at",
+        "inventory_reported_at",
+        "inventory",
+        "created_at",
+    )
     exclude = ("token_hash",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:

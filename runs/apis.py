@@ -446,6 +446,8 @@ class HostOutput(serializers.ModelSerializer[GpuHost]):
             "health_status",
             "health_detail",
             "last_heartbeat_at",
+            "inventory",
+            "inventory_reported_at",
             "has_token",
             "token_prefix",
             "token_issued_at",

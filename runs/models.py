@@ -161,6 +161,10 @@ class GpuHost(models.Model):
     health_status = models.CharField(max_length=16, choices=Health.choices, default=Health.UNKNOWN)
     health_detail = models.CharField(max_length=500, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # What the agent last reported (``specportal.agent.inventory``: GPUs from nvidia-smi, CUDA,
+    # engines and where each came from), and when. Reported GPUs overwrite the fields above.
+    inventory = models.JSONField(default=dict, blank=True, editable=False)
+    inventory_reported_at = models.DateTimeField(null=True, blank=True, editable=False)
     # SHA-256 of the host token; the token itself is shown once, when issued.
     token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
     token_prefix = models.CharField(max_length=16, blank=True, editable=False)

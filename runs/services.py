@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -236,6 +238,55 @@ def host_token_revoke(*, host: GpuHost) -> None:
     host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
 
 
+# An inventory is a few KiB; anything far larger is not stored (the beat still counts).
+INVENTORY_MAX_BYTES = 64 * 1024
+
+
+def inventory_gpu_facts(inventory: Mapping[str, Any]) -> dict[str, Any]:
+    """The host fields the reported GPUs decide (none when the agent reports no GPUs).
+
+    ``gpu_memory_gb`` is the smallest GPU's memory in GiB (nvidia-smi reports MiB): a
+    configuration has to fit on every GPU it is sharded across.
+    """
+    gpus = [g for g in inventory.get("gpus") or [] if isinstance(g, dict)]
+    if not gpus:
+        return {}
+    names = Counter(str(g.get("name") or "unknown GPU").strip() for g in gpus)
+    if len(names) == 1:
+        model = next(iter(names))
+    else:
+        model = " + ".join(f"{n} × {name}" for name, n in names.most_common())
+    facts: dict[str, Any] = {"gpu_count": len(gpus), "gpu_model": model[:100]}
+    memories = [
+        float(g["memory_mib"])
+        for g in gpus
+        if isinstance(g.get("memory_mib"), int | float) and not isinstance(g["memory_mib"], bool)
+    ]
+    if memories:
+        facts["gpu_memory_gb"] = round(min(memories) / 1024, 1)
+    driver = inventory.get("driver_version") or next(
+        (g.get("driver_version") for g in gpus if g.get("driver_version")), None
+    )
+    if driver:
+        facts["driver_version"] = str(driver)[:64]
+    if inventory.get("cuda_version"):
+        facts["cuda_version"] = str(inventory["cuda_version"])[:64]
+    return facts
+
+
+def inventory_engines(inventory: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The reported engines this portal knows, with their versions as strings."""
+    known = {value for value, _ in ENGINE_CHOICES}
+    engines = inventory.get("engines")
+    if not isinstance(engines, dict):
+        return {}
+    return {
+        str(engine): [str(v) for v in versions]
+        for engine, versions in engines.items()
+        if engine in known and isinstance(versions, list) and versions
+    }
+
+
 @transaction.atomic
 def host_heartbeat_record(
     *,
@@ -243,13 +294,33 @@ def host_heartbeat_record(
     health_status: str = GpuHost.Health.HEALTHY,
     health_detail: str = "",
     engines: Mapping[str, list[str]] | None = None,
+    inventory: Mapping[str, Any] | None = None,
     at: datetime | None = None,
 ) -> GpuHost:
-    """Record that the host's agent is alive (and, optionally, what it has installed)."""
-    host.last_heartbeat_at = at or timezone.now()
+    """Record that the host's agent is alive and, when it sent one, its inventory.
+
+    Reported facts win over what was registered: the GPUs nvidia-smi lists set the model, count,
+    memory, driver and CUDA version, and the engines reported replace the registered ones. What
+    the agent does not report (no GPUs, as on emulated hosts; no engines) keeps the registration.
+    """
+    now = at or timezone.now()
+    host.last_heartbeat_at = now
     host.health_status = health_status
     host.health_detail = health_detail[:500]
     fields = ["last_heartbeat_at", "health_status", "health_detail", "updated_at"]
+    if inventory:
+        size = len(json.dumps(inventory, default=str))
+        if size > INVENTORY_MAX_BYTES:
+            host.inventory = {"error": f"an inventory of {size} bytes was not stored"}
+        else:
+            host.inventory = dict(inventory)
+            for key, value in inventory_gpu_facts(inventory).items():
+                setattr(host, key, value)
+                fields.append(key)
+            if engines is None:
+                engines = inventory_engines(inventory) or None
+        host.inventory_reported_at = now
+        fields += ["inventory", "inventory_reported_at"]
     if engines is not None:
         _engines(dict(engines))
         host.engines = dict(engines)

@@ -12,6 +12,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -165,6 +167,12 @@ SPECTACULAR_SETTINGS = {
 # Redis when CELERY_BROKER_URL is set; otherwise kombu's filesystem transport in DATA_DIR, a real
 # broker that several local processes can share without any service running.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+# Redis redelivers a message not acknowledged within this many seconds; runs are acknowledged when
+# they end, so it must exceed the longest run (experiments whose longest run would not fit are
+# refused at start). Agents take the same variable.
+CELERY_VISIBILITY_TIMEOUT = env.int(
+    "CELERY_VISIBILITY_TIMEOUT", default=DEFAULT_VISIBILITY_TIMEOUT_SECONDS
+)
 EMBEDDED_BROKER_DIR = DATA_DIR / "broker"
 if not CELERY_BROKER_URL:
     CELERY_BROKER_URL = "filesystem://"
@@ -178,10 +186,7 @@ if not CELERY_BROKER_URL:
         "store_processed": False,
     }
 else:
-    # The visibility timeout must exceed the longest run, or Redis redelivers a running task.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=6 * 3600),
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -8,6 +8,11 @@ record of run state; the broker only rings the doorbell.
 
 TASK_NAME = "specportal.agent.execute_run"
 
+# Redis redelivers an unacknowledged message after the visibility timeout, and runs are acknowledged
+# when they end, so it must exceed the longest run. The portal (settings) and the agents share it;
+# an experiment whose longest planned run would outlast it is refused at start.
+DEFAULT_VISIBILITY_TIMEOUT_SECONDS = 6 * 3600
+
 
 def queue_name(host: str) -> str:
     """Each host has its own queue; the portal publishes there and only that agent consumes it."""

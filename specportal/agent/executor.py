@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-import platform
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -15,7 +12,6 @@ from typing import Any, Final
 
 import httpx
 
-from specportal import __version__
 from specportal.agent.client import ClaimConflict, PortalClient, PortalError
 from specportal.agent.engine import (
     CACHE_RESET,
@@ -27,11 +23,13 @@ from specportal.agent.engine import (
     mismatches,
     self_report,
 )
+from specportal.agent.inventory import collect
 
 log = logging.getLogger(__name__)
 
 ENVELOPE_SCHEMA: Final = 1
 DEFAULT_HEARTBEAT_SECONDS: Final = 15.0
+DEFAULT_INVENTORY_REFRESH_SECONDS: Final = 600.0
 UPLOAD_ATTEMPTS: Final = 5
 UPLOAD_RETRY_SECONDS: Final = 2.0
 
@@ -48,50 +46,34 @@ class AgentSettings:
     work_dir: Path = field(default_factory=lambda: Path("var/agent"))
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS
+    # Explicit engines and versions (``--engines``): they win over what is detected.
     engines: dict[str, list[str]] = field(default_factory=dict)
+    detect_engines: bool = True
+    sglang_python: str | None = None
+    # The inventory is collected at start and again this often (0: never again).
+    inventory_refresh_seconds: float = DEFAULT_INVENTORY_REFRESH_SECONDS
     vllm_bench_command: str = "vllm bench serve"
     # The port managed engines listen on; None: a free port per run. Real hosts often expose one
     # fixed port; if something else holds it, the engine fails with its own "address in use".
     engine_port: int | None = None
 
 
-def gpu_inventory() -> list[dict[str, str]]:
-    """GPUs from ``nvidia-smi`` when present (empty on machines without one)."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        done = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=name,memory.total,driver_version",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in done.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 3:
-            gpus.append({"name": parts[0], "memory_mib": parts[1], "driver": parts[2]})
-    return gpus
-
-
 def inventory(settings: AgentSettings) -> dict[str, Any]:
-    return {
-        "agent_version": __version__,
-        "hostname": platform.node(),
-        "gpus": gpu_inventory(),
-        "engines": settings.engines,
-    }
+    """This host's inventory (GPUs, CUDA, engines and where each came from)."""
+    return collect(
+        explicit_engines=settings.engines,
+        detect=settings.detect_engines,
+        sglang_python=settings.sglang_python,
+    )
 
 
 class Heartbeat:
-    """Beats every ``interval`` seconds in a thread: host liveness, and the run's lease."""
+    """Beats every ``interval`` seconds in a thread: host liveness, and the run's lease.
+
+    Each beat carries the inventory collected when the agent started; another thread collects it
+    again every ``inventory_refresh_seconds`` (probing engines takes seconds, a beat must not),
+    waiting while a run is in progress so that the probes do not compete with the measurement.
+    """
 
     def __init__(self, client: PortalClient, settings: AgentSettings) -> None:
         self._client = client
@@ -102,9 +84,19 @@ class Heartbeat:
         self._current: dict[str, int] | None = None
         self.cancelled = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="agent-heartbeat", daemon=True)
+        self._refresher = threading.Thread(
+            target=self._refresh_loop, name="agent-inventory", daemon=True
+        )
+
+    @property
+    def inventory(self) -> dict[str, Any]:
+        with self._lock:
+            return self._inventory
 
     def start(self) -> None:
         self._thread.start()
+        if self._settings.inventory_refresh_seconds > 0:
+            self._refresher.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -118,18 +110,61 @@ class Heartbeat:
 
     def beat(self) -> None:
         with self._lock:
-            current, cancelled = self._current, self.cancelled
+            current, cancelled, found = self._current, self.cancelled, self._inventory
         try:
-            answer = self._client.heartbeat(inventory=self._inventory, current_run=current)
+            answer = self._client.heartbeat(inventory=found, current_run=current)
         except PortalError as exc:
             log.warning("heartbeat failed: %s", exc)
             return
         if current and answer.get("cancel_requested"):
             cancelled.set()
 
+    def _busy(self) -> bool:
+        with self._lock:
+            return self._current is not None
+
     def _loop(self) -> None:
         while not self._stop.wait(self._settings.heartbeat_seconds):
             self.beat()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self._settings.inventory_refresh_seconds):
+            # Never during a run: `vllm --version` imports torch, CPU the measurement needs.
+            while self._busy():
+                if self._stop.wait(self._settings.heartbeat_seconds):
+                    return
+            fresh = inventory(self._settings)
+            with self._lock:
+                changed = _facts(fresh) != _facts(self._inventory)
+                self._inventory = fresh
+            if changed:
+                log_inventory(fresh)
+
+
+def _facts(found: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (found["gpus"], found["cuda_version"], found["nvidia_smi"], found["engines"])
+
+
+def log_inventory(found: Mapping[str, Any]) -> None:
+    """What the agent found, one line for the GPUs and one per engine, in the agent's log."""
+    smi = found["nvidia_smi"]
+    gpus = ", ".join(f"{g['index']}: {g['name']}" for g in found["gpus"]) or "none"
+    log.info(
+        "inventory: GPUs %s (nvidia-smi %s%s), CUDA %s",
+        gpus,
+        smi["status"],
+        f": {smi['reason']}" if smi["reason"] else "",
+        found["cuda_version"] or "unknown",
+    )
+    for engine, source in found["engine_sources"].items():
+        versions = ", ".join(found["engines"].get(engine, [])) or "-"
+        log.info(
+            "inventory: %s %s (%s%s)",
+            engine,
+            versions,
+            source["source"],
+            f": {source['reason']}" if source.get("reason") else "",
+        )
 
 
 def default_runner(

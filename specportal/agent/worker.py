@@ -7,10 +7,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
 
 from specportal.agent import TASK_NAME, queue_name
 from specportal.agent.client import PortalClient
-from specportal.agent.executor import AgentSettings, Executor, Heartbeat, Runner, default_runner
+from specportal.agent.executor import (
+    AgentSettings,
+    Executor,
+    Heartbeat,
+    Runner,
+    default_runner,
+    log_inventory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,8 @@ def make_app(
 
 
 def run_worker(app: Celery, heartbeat: Heartbeat, host: str, loglevel: str = "INFO") -> None:
+    # Logged once the worker has set up logging (what was found at start, before that, is lost).
+    worker_ready.connect(lambda **_: log_inventory(heartbeat.inventory), weak=False)
     heartbeat.start()
     heartbeat.beat()
     try:

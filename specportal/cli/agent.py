@@ -6,7 +6,9 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
 from specportal.cli import CliError
 
 HELP = "run the GPU-host agent: executes this host's benchmark runs for the portal"
@@ -44,7 +46,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engines",
         default="{}",
-        help='installed engines and versions as JSON, e.g. \'{"vllm": ["0.30.0"]}\'',
+        help='installed engines and versions as JSON, e.g. \'{"vllm": ["0.30.0"]}\'; they win '
+        "over the versions the agent detects (vllm --version, llama-server --version, sglang's "
+        "Python package)",
+    )
+    parser.add_argument(
+        "--no-detect-engines",
+        dest="detect_engines",
+        action="store_false",
+        help="report only the --engines given, without asking the executables on this host",
+    )
+    parser.add_argument(
+        "--sglang-python",
+        default=os.environ.get("SPECPORTAL_SGLANG_PYTHON", ""),
+        help="the Python interpreter SGLang is installed in (default: the agent's own; env "
+        "SPECPORTAL_SGLANG_PYTHON)",
+    )
+    parser.add_argument(
+        "--inventory-refresh-seconds",
+        type=float,
+        default=600.0,
+        help="collect GPUs and engine versions again this often (0: only at start)",
     )
     parser.add_argument(
         "--vllm-bench-command",
@@ -57,10 +79,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the port managed engines listen on (default: a free port for each run)",
     )
+    parser.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=int(
+            os.environ.get("CELERY_VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY_TIMEOUT_SECONDS)
+        ),
+        help="seconds before Redis redelivers an unacknowledged run; must exceed the longest run "
+        "(env CELERY_VISIBILITY_TIMEOUT, as on the portal)",
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("var/agent"))
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--health-timeout", type=float, default=900.0)
     parser.add_argument("--loglevel", default="INFO")
+
+
+def broker_connection(
+    broker: str, broker_dir: Path, visibility_timeout: int
+) -> tuple[str, dict[str, Any]]:
+    """The broker URL and transport options: Redis with the shared visibility timeout, or the
+    embedded filesystem broker in ``broker_dir`` (shared with the portal) when ``broker`` is empty.
+    """
+    if broker:
+        return broker, {"visibility_timeout": visibility_timeout}
+    queue = broker_dir / "queue"
+    queue.mkdir(parents=True, exist_ok=True)
+    return "filesystem://", {
+        "data_folder_in": str(queue),
+        "data_folder_out": str(queue),
+        "processed_folder": str(broker_dir / "processed"),
+        "control_folder": str(broker_dir / "control"),
+        "store_processed": False,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,21 +143,13 @@ def run(args: argparse.Namespace) -> int:
         heartbeat_seconds=args.heartbeat_seconds,
         health_timeout_seconds=args.health_timeout,
         engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
+        detect_engines=args.detect_engines,
+        sglang_python=args.sglang_python or None,
+        inventory_refresh_seconds=args.inventory_refresh_seconds,
         vllm_bench_command=args.vllm_bench_command,
         engine_port=args.engine_port,
     )
-    broker, options = args.broker, {}
-    if not broker:
-        broker = "filesystem://"
-        queue = str(args.broker_dir / "queue")
-        options = {
-            "data_folder_in": queue,
-            "data_folder_out": queue,
-            "processed_folder": str(args.broker_dir / "processed"),
-            "control_folder": str(args.broker_dir / "control"),
-            "store_processed": False,
-        }
-        Path(queue).mkdir(parents=True, exist_ok=True)
+    broker, options = broker_connection(args.broker, args.broker_dir, args.visibility_timeout)
     app, heartbeat = make_app(settings, broker_url=broker, transport_options=options)
     run_worker(app, heartbeat, args.host, args.loglevel)
     return 0

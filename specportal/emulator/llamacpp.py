@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import secrets
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import Any, Final
 
 from specportal.emulator.engine import EmulatedSequence, Engine, EngineConfig, Sampling, SpecConfig
 from specportal.emulator.httpserver import HttpConnection, Request, Response
+from specportal.emulator.openai_compat import StreamFlags
 from specportal.emulator.options import EmuOptions
 from specportal.emulator.profiles import (
     ACCEPTANCE_PROFILES,
@@ -35,16 +35,18 @@ from specportal.emulator.profiles import (
     kv_capacity_tokens,
 )
 from specportal.emulator.requests import (
+    SSE_DONE,
     TOKENIZER,
     BadRequest,
     StreamSink,
-    category_for,
     chat_prompt,
     decoded_text,
     float_field,
+    http_fault,
     int_field,
-    make_sequence,
+    json_bytes,
     parse_json_body,
+    sse_event,
     stop_field,
 )
 from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
@@ -220,10 +222,6 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     )
 
 
-def _json(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def timings(seq: EmulatedSequence, time_scale: float) -> dict[str, Any]:
     prompt_n = seq.prompt_len - seq.cached_tokens
     first = seq.first_token_time if seq.first_token_time is not None else seq.arrival
@@ -287,11 +285,7 @@ class _LlamaSink(StreamSink):
         super().on_tokens(seq, new_ids, now)
 
     def error_event(self, message: str) -> bytes:
-        return (
-            b"data: "
-            + _json({"error": {"code": 500, "message": message, "type": "server_error"}})
-            + b"\n\n"
-        )
+        return sse_event({"error": {"code": 500, "message": message, "type": "server_error"}})
 
 
 class CompletionSink(_LlamaSink):
@@ -337,15 +331,15 @@ class CompletionSink(_LlamaSink):
                 "tokens_predicted": done_before + i + 1,
                 "tokens_evaluated": seq.prompt_len,
             }
-            out.append(b"data: " + _json(event) + b"\n\n")
+            out.append(sse_event(event))
         if final:
-            out.append(b"data: " + _json(self._final(seq, "", [])) + b"\n\n")
+            out.append(sse_event(self._final(seq, "", [])))
         return b"".join(out)
 
     def response(self, seq: EmulatedSequence) -> Response:
         return Response(
             200,
-            _json(
+            json_bytes(
                 self._final(seq, decoded_text(seq), list(seq.output) if self.return_tokens else [])
             ),
         )
@@ -361,13 +355,12 @@ class OpenAISink(_LlamaSink):
         index: int,
         *,
         chat: bool,
-        stream: bool,
-        include_usage: bool,
+        flags: StreamFlags,
         model: str,
     ) -> None:
-        super().__init__(app, conn, index, stream=stream)
+        super().__init__(app, conn, index, stream=flags.stream)
         self.chat = chat
-        self.include_usage = include_usage
+        self.include_usage = flags.include_usage
         self.model = model
         self.id = "chatcmpl-" + secrets.token_hex(16)
         self.role_sent = False
@@ -386,7 +379,7 @@ class OpenAISink(_LlamaSink):
         }
         if extra:
             body.update(extra)
-        return b"data: " + _json(body) + b"\n\n"
+        return sse_event(body)
 
     def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
         return {
@@ -457,7 +450,7 @@ class OpenAISink(_LlamaSink):
         return b"".join(out)
 
     def tail(self, seq: EmulatedSequence) -> bytes:
-        return b"data: [DONE]\n\n"
+        return SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
         text = decoded_text(seq)
@@ -486,12 +479,12 @@ class OpenAISink(_LlamaSink):
             "id": self.id,
             "timings": timings(seq, self.server.config.time_scale),
         }
-        return Response(200, _json(body))
+        return Response(200, json_bytes(body))
 
 
 def _error(code: int, message: str, kind: str, **extra: Any) -> Response:
     return Response(
-        code, _json({"error": {"code": code, "message": message, "type": kind, **extra}})
+        code, json_bytes({"error": {"code": code, "message": message, "type": kind, **extra}})
     )
 
 
@@ -574,7 +567,7 @@ class LlamaApp:
             return _error(401, "Invalid API Key", "authentication_error")
         try:
             if route == ("GET", "/props"):
-                return Response(200, _json(self.props()))
+                return Response(200, json_bytes(self.props()))
             if route == ("GET", "/slots"):
                 if not self.config.settings["slots"]:
                     return _error(
@@ -582,7 +575,7 @@ class LlamaApp:
                         "This server does not support slots endpoint. Start it with `--slots`",
                         "not_supported_error",
                     )
-                return Response(200, _json(self.slots()))
+                return Response(200, json_bytes(self.slots()))
             if route == ("GET", "/metrics"):
                 if not self.config.enable_metrics:
                     return _error(
@@ -601,7 +594,7 @@ class LlamaApp:
                         "meta": {"n_ctx_train": self.config.settings["n_ctx"]},
                     }
                 ]
-                return Response(200, _json({"object": "list", "data": data}))
+                return Response(200, json_bytes({"object": "list", "data": data}))
             if route in (("POST", "/completion"), ("POST", "/completions")):
                 return self._completion(request)
             if route == ("POST", "/v1/completions"):
@@ -611,11 +604,13 @@ class LlamaApp:
             if route == ("POST", "/tokenize"):
                 body = parse_json_body(request.body)
                 ids = TOKENIZER.encode(str(body.get("content", "")))
-                return Response(200, _json({"tokens": ids}))
+                return Response(200, json_bytes({"tokens": ids}))
             if route == ("POST", "/detokenize"):
                 body = parse_json_body(request.body)
                 tokens = body.get("tokens") or []
-                return Response(200, _json({"content": TOKENIZER.decode([int(t) for t in tokens])}))
+                return Response(
+                    200, json_bytes({"content": TOKENIZER.decode([int(t) for t in tokens])})
+                )
             if route == ("GET", "/emu/stats") and self.config.expose_stats:
                 return Response(200, self.server.stats_json())
         except BadRequest as exc:
@@ -652,15 +647,6 @@ class LlamaApp:
             stop=stop_field(data),
         )
 
-    def _fault(self, index: int) -> Response | None:
-        faults = self.config.faults
-        if faults.fail_mode == "http" and faults.picks(
-            self.config.seed, index, 11, faults.fail_fraction
-        ):
-            self.server.finished()
-            return _error(500, "Emulated fault: the engine failed.", "server_error")
-        return None
-
     def _completion(self, request: Request) -> Response | None:
         data = parse_json_body(request.body)
         raw = data.get("prompt", "")
@@ -677,9 +663,8 @@ class LlamaApp:
         n = len(prompt_ids) if prompt_ids is not None else TOKENIZER.count(prompt or "")
         sampling = self._sampling(data, n, ("n_predict", "max_tokens"))
         index = self.server.next_index()
-        failed = self._fault(index)
-        if failed is not None:
-            return failed
+        if http_fault(self.server, index):
+            return _error(500, "Emulated fault: the engine failed.", "server_error")
         sink = CompletionSink(
             self,
             request.connection,
@@ -687,16 +672,9 @@ class LlamaApp:
             stream=bool(data.get("stream")),
             return_tokens=bool(data.get("return_tokens")),
         )
-        seq = make_sequence(
-            self.server,
-            request_id=str(index),
-            prompt=prompt,
-            prompt_ids=prompt_ids,
-            category=category_for(request.headers, prompt or ""),
-            sampling=sampling,
-            sink=sink,
+        sink.start(
+            request.headers, sampling, request_id=str(index), prompt=prompt, prompt_ids=prompt_ids
         )
-        sink.attach(seq)
         return None
 
     def _openai(self, request: Request, *, chat: bool) -> Response | None:
@@ -708,30 +686,17 @@ class LlamaApp:
             data, TOKENIZER.count(prompt), ("max_completion_tokens", "max_tokens", "n_predict")
         )
         index = self.server.next_index()
-        failed = self._fault(index)
-        if failed is not None:
-            return failed
-        options = data.get("stream_options") or {}
-        stream = bool(data.get("stream"))
+        if http_fault(self.server, index):
+            return _error(500, "Emulated fault: the engine failed.", "server_error")
         sink = OpenAISink(
             self,
             request.connection,
             index,
             chat=chat,
-            stream=stream,
-            include_usage=stream and bool(options.get("include_usage")),
+            flags=StreamFlags(data),
             model=str(data.get("model") or self.config.model_name),
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.id,
-            prompt=prompt,
-            prompt_ids=None,
-            category=category_for(request.headers, prompt),
-            sampling=sampling,
-            sink=sink,
-        )
-        sink.attach(seq)
+        sink.start(request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=None)
         return None
 
     def request_finished(self, seq: EmulatedSequence) -> None:

@@ -41,6 +41,19 @@ class BadRequest(Exception):
         self.param: str | None = None
 
 
+def json_bytes(data: Any) -> bytes:
+    """Compact JSON with UTF-8 left as is (SGLang's and llama-server's bodies, vLLM's responses)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+SSE_DONE: Final = b"data: [DONE]\n\n"
+
+
+def sse_event(data: Any) -> bytes:
+    """One ``data: {...}`` server-sent event of compact JSON."""
+    return b"data: " + json_bytes(data) + b"\n\n"
+
+
 def parse_json_body(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body or b"null")
@@ -133,6 +146,18 @@ def make_sequence(
     )
 
 
+def http_fault(server: EmulatorServer, index: int) -> bool:
+    """Whether request ``index`` fails with an HTTP 500 (``--emu-fault-fail-mode http``). A failed
+    request counts as finished; the flavor answers in its own error shape."""
+    faults = server.config.faults
+    if faults.fail_mode == "http" and faults.picks(
+        server.config.seed, index, FAULT_FAIL, faults.fail_fraction
+    ):
+        server.finished()
+        return True
+    return False
+
+
 class StreamSink:
     """Base sink: writes rendered events to a connection, applies faults, finishes the request.
 
@@ -162,6 +187,28 @@ class StreamSink:
         self.started = False
 
     # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(
+        self,
+        headers: dict[str, str],
+        sampling: Sampling,
+        *,
+        request_id: str,
+        prompt: str | None,
+        prompt_ids: list[int] | None,
+    ) -> None:
+        """Build the request's sequence (category from the header, else the prompt) and submit it."""
+        self.attach(
+            make_sequence(
+                self.server,
+                request_id=request_id,
+                prompt=prompt,
+                prompt_ids=prompt_ids,
+                category=category_for(headers, prompt or ""),
+                sampling=sampling,
+                sink=self,
+            )
+        )
 
     def attach(self, seq: EmulatedSequence) -> None:
         self.seq = seq

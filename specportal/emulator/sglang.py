@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from specportal.emulator import exposition
+from specportal.emulator import exposition, openai_compat
 from specportal.emulator.engine import (
     E2E_BUCKETS,
     ITL_BUCKETS,
@@ -42,16 +42,18 @@ from specportal.emulator.profiles import (
     method_family,
 )
 from specportal.emulator.requests import (
+    SSE_DONE,
     TOKENIZER,
     BadRequest,
     StreamSink,
-    category_for,
     chat_prompt,
     decoded_text,
     float_field,
+    http_fault,
     int_field,
-    make_sequence,
+    json_bytes,
     parse_json_body,
+    sse_event,
     stop_field,
 )
 from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
@@ -224,6 +226,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         "max_total_tokens": capacity,
         "chunked_prefill_size": engine.max_num_batched_tokens,
         "disable_radix_cache": bool(args.get("disable_radix_cache")),
+        "enable_cache_report": bool(args.get("enable_cache_report")),
         "random_seed": args.get("random_seed"),
         "enable_metrics": bool(args.get("enable_metrics")),
         "decode_log_interval": int(args.get("decode_log_interval") or 40),
@@ -258,10 +261,6 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
 _POST_ROUTES = frozenset({"/generate", "/v1/completions", "/v1/chat/completions"})
 
 
-def _json(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _finish(seq: EmulatedSequence) -> dict[str, Any] | None:
     if seq.finish_reason is None:
         return None
@@ -272,6 +271,12 @@ def _finish(seq: EmulatedSequence) -> dict[str, Any] | None:
     if seq.stop_reason is not None:
         return {"type": "stop", "matched": seq.stop_reason}
     return {"type": "stop", "matched": TOKENIZER.eos_id}
+
+
+def _openai_error_body(
+    message: str, kind: str, code: int, param: str | None = None
+) -> dict[str, Any]:
+    return {"object": "error", "message": message, "type": kind, "param": param, "code": code}
 
 
 class GenerateSink(StreamSink):
@@ -322,65 +327,60 @@ class GenerateSink(StreamSink):
         return {"text": text_out, "output_ids": ids_out, "meta_info": meta, "index": 0}
 
     def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
-        return b"data: " + _json(self._object(seq, final)) + b"\n\n"
+        return sse_event(self._object(seq, final))
 
     def tail(self, seq: EmulatedSequence) -> bytes:
-        return b"data: [DONE]\n\n"
+        return SSE_DONE
 
     def error_event(self, message: str) -> bytes:
-        return b"data: " + _json({"error": {"message": message}}) + b"\n\ndata: [DONE]\n\n"
+        return sse_event({"error": {"message": message}}) + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
-        return Response(200, _json(self._object(seq, True)))
+        return Response(200, json_bytes(self._object(seq, True)))
 
 
-class OpenAISink(StreamSink):
+def _choice(
+    key: str, value: Any, finish: str | None = None, matched: str | None = None
+) -> dict[str, Any]:
+    """One choice; ``key`` is ``text``, ``delta`` or ``message``."""
+    return {
+        "index": 0,
+        key: value,
+        "logprobs": None,
+        "finish_reason": finish,
+        "matched_stop": matched,
+    }
+
+
+class OpenAISink(openai_compat.OpenAISink):
     """SGLang's OpenAI-compatible chunks (``matched_stop``; role chunk first for chat)."""
 
-    def __init__(
-        self,
-        server: EmulatorServer,
-        conn: HttpConnection,
-        index: int,
-        *,
-        chat: bool,
-        model: str,
-        stream: bool,
-        include_usage: bool,
-        continuous: bool,
-    ) -> None:
-        super().__init__(server, conn, index)
-        self.streaming = stream
-        self.chat = chat
-        self.model = model
-        self.include_usage = include_usage
-        self.continuous = include_usage and continuous
-        self.id = secrets.token_hex(16)
-        self.created = int(time.time())
-        self.sent_text = 0
-        self.role_sent = False
+    def new_id(self) -> str:
+        return secrets.token_hex(16)
 
     def _usage(self, seq: EmulatedSequence) -> dict[str, Any]:
         done = len(seq.output)
+        # SGLang reports cached prompt tokens on its OpenAI routes only with --enable-cache-report.
+        report = self.server.config.settings.get("enable_cache_report")
         return {
             "prompt_tokens": seq.prompt_len,
             "total_tokens": seq.prompt_len + done,
             "completion_tokens": done,
-            "prompt_tokens_details": None,
+            "prompt_tokens_details": {"cached_tokens": seq.cached_tokens} if report else None,
             "reasoning_tokens": 0,
         }
 
-    def _chunk(self, choice: dict[str, Any], usage: dict[str, Any] | None) -> bytes:
-        obj = "chat.completion.chunk" if self.chat else "text_completion"
-        body = {
+    def _body(
+        self, obj: str, choices: list[dict[str, Any]], usage: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return {
             "id": self.id,
             "object": obj,
             "created": self.created,
             "model": self.model,
-            "choices": [choice],
+            "choices": choices,
             "usage": usage,
         }
-        return b"data: " + _json(body) + b"\n\n"
 
     def render(self, seq: EmulatedSequence, new_ids: Sequence[int], final: bool) -> bytes:
         text = decoded_text(seq) if final else TOKENIZER.decode(seq.output)
@@ -388,121 +388,49 @@ class OpenAISink(StreamSink):
         finish = seq.finish_reason if final else None
         matched = seq.stop_reason if final else None
         usage = self._usage(seq) if self.continuous else None
+        if not self.chat:
+            choice = _choice("text", piece, finish, matched)
+            return sse_event(self._body(self.chunk_object, [choice], usage))
         out = b""
-        if self.chat:
-            if not self.role_sent:
-                self.role_sent = True
-                out += self._chunk(
-                    {
-                        "index": 0,
-                        "delta": {
-                            "role": "assistant",
-                            "content": "",
-                            "reasoning_content": None,
-                            "tool_calls": None,
-                        },
-                        "logprobs": None,
-                        "finish_reason": None,
-                        "matched_stop": None,
-                    },
-                    None,
-                )
-            delta = {"role": None, "content": piece, "reasoning_content": None, "tool_calls": None}
-            return out + self._chunk(
-                {
-                    "index": 0,
-                    "delta": delta,
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "matched_stop": matched,
-                },
-                usage,
-            )
-        return self._chunk(
-            {
-                "index": 0,
-                "text": piece,
-                "logprobs": None,
-                "finish_reason": finish,
-                "matched_stop": matched,
-            },
-            usage,
-        )
-
-    def tail(self, seq: EmulatedSequence) -> bytes:
-        out = b""
-        if self.include_usage:
-            obj = "chat.completion.chunk" if self.chat else "text_completion"
-            body = {
-                "id": self.id,
-                "object": obj,
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": self._usage(seq),
+        if not self.role_sent:
+            self.role_sent = True
+            role = {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": None,
+                "tool_calls": None,
             }
-            out = b"data: " + _json(body) + b"\n\n"
-        return out + b"data: [DONE]\n\n"
+            out += sse_event(self._body(self.chunk_object, [_choice("delta", role)], None))
+        delta = {"role": None, "content": piece, "reasoning_content": None, "tool_calls": None}
+        choice = _choice("delta", delta, finish, matched)
+        return out + sse_event(self._body(self.chunk_object, [choice], usage))
+
+    def usage_chunk(self, seq: EmulatedSequence) -> bytes:
+        return sse_event(self._body(self.chunk_object, [], self._usage(seq)))
 
     def error_event(self, message: str) -> bytes:
-        body = {
-            "object": "error",
-            "message": message,
-            "type": "InternalServerError",
-            "param": None,
-            "code": 500,
-        }
-        return b"data: " + _json(body) + b"\n\ndata: [DONE]\n\n"
+        return sse_event(_openai_error_body(message, "InternalServerError", 500)) + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
         text = decoded_text(seq)
-        choice: dict[str, Any]
         if self.chat:
-            choice = {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "reasoning_content": None,
-                    "tool_calls": None,
-                },
-                "logprobs": None,
-                "finish_reason": seq.finish_reason,
-                "matched_stop": seq.stop_reason,
+            message = {
+                "role": "assistant",
+                "content": text,
+                "reasoning_content": None,
+                "tool_calls": None,
             }
+            choice = _choice("message", message, seq.finish_reason, seq.stop_reason)
             obj = "chat.completion"
         else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": seq.finish_reason,
-                "matched_stop": seq.stop_reason,
-            }
+            choice = _choice("text", text, seq.finish_reason, seq.stop_reason)
             obj = "text_completion"
-        body = {
-            "id": self.id,
-            "object": obj,
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": self._usage(seq),
-        }
-        return Response(200, _json(body))
+        return Response(200, json_bytes(self._body(obj, [choice], self._usage(seq))))
 
 
 def _openai_error(exc: BadRequest) -> Response:
     return Response(
-        exc.status,
-        _json(
-            {
-                "object": "error",
-                "message": str(exc),
-                "type": exc.kind,
-                "param": exc.param,
-                "code": exc.status,
-            }
-        ),
+        exc.status, json_bytes(_openai_error_body(str(exc), exc.kind, exc.status, exc.param))
     )
 
 
@@ -526,16 +454,16 @@ class SglangApp:
             and request.path not in ("/health", "/health_generate")
             and request.headers.get("authorization") != f"Bearer {self.config.api_key}"
         ):
-            return Response(401, _json({"error": "Unauthorized"}))
+            return Response(401, json_bytes({"error": "Unauthorized"}))
         try:
             if route == ("GET", "/health") or route == ("GET", "/health_generate"):
                 return Response(200, b"", "")
             if route in (("GET", "/get_server_info"), ("GET", "/server_info")):
-                return Response(200, _json(self.server_info()))
+                return Response(200, json_bytes(self.server_info()))
             if route == ("GET", "/get_model_info"):
                 return Response(
                     200,
-                    _json(
+                    json_bytes(
                         {
                             "model_path": self.config.model,
                             "tokenizer_path": self.config.model,
@@ -555,7 +483,7 @@ class SglangApp:
                     }
                     for n in self.config.served_model_names
                 ]
-                return Response(200, _json({"object": "list", "data": data}))
+                return Response(200, json_bytes({"object": "list", "data": data}))
             if route in (("POST", "/flush_cache"), ("GET", "/flush_cache")):
                 busy = any(e.load for e in self.server.engines)
                 if not busy:
@@ -579,7 +507,7 @@ class SglangApp:
         except BadRequest as exc:
             if request.path.startswith("/v1/"):
                 return _openai_error(exc)
-            return Response(exc.status, _json({"error": {"message": str(exc)}}))
+            return Response(exc.status, json_bytes({"error": {"message": str(exc)}}))
         # FastAPI (as the real server) answers 405 for a known path with the wrong method.
         if request.path in _POST_ROUTES:
             return Response(405, b'{"detail":"Method Not Allowed"}')
@@ -605,26 +533,6 @@ class SglangApp:
                 ) / stats.num_drafts
             states.append(state)
         return {**self.config.settings, "internal_states": states, "version": self.config.version}
-
-    def _check_faults(self, index: int) -> Response | None:
-        faults = self.config.faults
-        if faults.fail_mode == "http" and faults.picks(
-            self.config.seed, index, 11, faults.fail_fraction
-        ):
-            self.server.finished()
-            return Response(
-                500,
-                _json(
-                    {
-                        "object": "error",
-                        "message": "Emulated fault: the engine failed.",
-                        "type": "InternalServerError",
-                        "param": None,
-                        "code": 500,
-                    }
-                ),
-            )
-        return None
 
     def _sampling(
         self,
@@ -669,9 +577,10 @@ class SglangApp:
             raise BadRequest("sampling_params must be an object")
         sampling = self._sampling(params, 128, n)
         index = self.server.next_index()
-        failed = self._check_faults(index)
-        if failed is not None:
-            return failed
+        if http_fault(self.server, index):
+            return _openai_error(
+                BadRequest("Emulated fault: the engine failed.", 500, "InternalServerError")
+            )
         sink = GenerateSink(
             self.server,
             request.connection,
@@ -679,25 +588,14 @@ class SglangApp:
             stream=bool(data.get("stream")),
             incremental=bool(self.config.settings.get("incremental_streaming_output")),
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.rid,
-            prompt=prompt,
-            prompt_ids=prompt_ids,
-            category=category_for(request.headers, prompt or ""),
-            sampling=sampling,
-            sink=sink,
+        sink.start(
+            request.headers, sampling, request_id=sink.rid, prompt=prompt, prompt_ids=prompt_ids
         )
-        sink.attach(seq)
         return None
 
     def _openai(self, request: Request, *, chat: bool) -> Response | None:
         data = parse_json_body(request.body)
-        model = data.get("model")
-        if model is not None and model not in self.config.served_model_names:
-            exc = BadRequest(f"The model `{model}` does not exist.", 404, "NotFoundError")
-            exc.param = "model"
-            raise exc
+        model = openai_compat.served_model(self.config, data)
         prompt = chat_prompt(data.get("messages")) if chat else data.get("prompt")
         if not isinstance(prompt, str):
             raise BadRequest("prompt must be a string")
@@ -705,31 +603,19 @@ class SglangApp:
         name = "max_completion_tokens" if chat and "max_completion_tokens" in data else "max_tokens"
         sampling = self._sampling(data, None if chat else 16, n, name)  # type: ignore[arg-type]
         index = self.server.next_index()
-        failed = self._check_faults(index)
-        if failed is not None:
-            return failed
-        options = data.get("stream_options") or {}
-        stream = bool(data.get("stream"))
+        if http_fault(self.server, index):
+            return _openai_error(
+                BadRequest("Emulated fault: the engine failed.", 500, "InternalServerError")
+            )
         sink = OpenAISink(
             self.server,
             request.connection,
             index,
             chat=chat,
-            model=str(model or self.config.model_name),
-            stream=stream,
-            include_usage=stream and bool(options.get("include_usage")),
-            continuous=bool(options.get("continuous_usage_stats")),
+            model=model,
+            flags=openai_compat.StreamFlags(data),
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.id,
-            prompt=prompt,
-            prompt_ids=None,
-            category=category_for(request.headers, prompt),
-            sampling=sampling,
-            sink=sink,
-        )
-        sink.attach(seq)
+        sink.start(request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=None)
         return None
 
     # --- metrics and the decode log -----------------------------------------------------------

@@ -10,6 +10,7 @@ Chunks are assembled from pre-encoded byte templates: no JSON library on the str
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -30,21 +31,22 @@ from specportal.emulator.engine import (
     Sampling,
     SpecConfig,
 )
-from specportal.emulator.httpserver import HttpConnection, Request, Response
+from specportal.emulator.httpserver import Request, Response
+from specportal.emulator.openai_compat import OpenAISink, StreamFlags, served_model
 from specportal.emulator.options import EmuOptions
 from specportal.emulator.profiles import draft_cost, draft_params, kv_capacity_tokens, method_family
 from specportal.emulator.requests import (
     ESCAPED,
+    SSE_DONE,
     TOKENIZER,
     BadRequest,
-    StreamSink,
-    category_for,
     chat_prompt,
     decoded_text,
     float_field,
+    http_fault,
     int_field,
+    json_bytes,
     logprob_of,
-    make_sequence,
     parse_json_body,
     stop_field,
 )
@@ -245,40 +247,20 @@ def _usage(prompt: int, completion: int) -> bytes:
 # --- sinks ------------------------------------------------------------------------------------
 
 
-class _OpenAISink(StreamSink):
-    """Shared by completions and chat: ids, usage flags, the slow path for stop/logprobs."""
+class _OpenAISink(OpenAISink):
+    """Completions and chat: chunks from byte templates, the slow path for stop/logprobs."""
 
-    def __init__(
-        self,
-        server: EmulatorServer,
-        conn: HttpConnection,
-        index: int,
-        *,
-        chat: bool,
-        model: str,
-        stream: bool,
-        include_usage: bool,
-        continuous: bool,
-        logprobs: int | None,
-        echo_prompt: str | None = None,
-    ) -> None:
-        super().__init__(server, conn, index)
-        self.streaming = stream
-        self.chat = chat
-        self.model = model
-        self.include_usage = include_usage
-        self.continuous = include_usage and continuous
-        self.logprobs = logprobs
-        self.created = int(time.time())
-        self.id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8)
-        self.sent_text = 0
-        self.role_sent = False
-        obj = b"chat.completion.chunk" if chat else b"text_completion"
-        self.head = b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
+    def new_id(self) -> str:
+        return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(8)
+
+    @functools.cached_property
+    def head(self) -> bytes:
+        """What every chunk starts with (computed once: an attribute from then on)."""
+        return b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
             self.id.encode(),
-            obj,
+            self.chunk_object.encode(),
             self.created,
-            json.dumps(model).encode(),
+            json.dumps(self.model).encode(),
         )
 
     def _slow(self, seq: EmulatedSequence) -> bool:
@@ -368,17 +350,15 @@ class _OpenAISink(StreamSink):
             % (text, lp, end, usage if usage is not None else b"null")
         )
 
-    def tail(self, seq: EmulatedSequence) -> bytes:
-        out = b""
-        if self.include_usage:
-            out += self.head + b'],"usage":' + _usage(seq.prompt_len, len(seq.output)) + b"}\n\n"
-        return out + b"data: [DONE]\n\n"
+    def usage_chunk(self, seq: EmulatedSequence) -> bytes:
+        return self.head + b'],"usage":' + _usage(seq.prompt_len, len(seq.output)) + b"}\n\n"
 
     def error_event(self, message: str) -> bytes:
         body = {
             "error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}
         }
-        return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
+        # vLLM's error event is json.dumps with its default separators, unlike its chunks.
+        return b"data: " + json.dumps(body).encode() + b"\n\n" + SSE_DONE
 
     def response(self, seq: EmulatedSequence) -> Response:
         text = decoded_text(seq)
@@ -443,7 +423,7 @@ class _OpenAISink(StreamSink):
                 "usage": usage,
                 "kv_transfer_params": None,
             }
-        return Response(200, json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        return Response(200, json_bytes(body))
 
 
 # --- the app ----------------------------------------------------------------------------------
@@ -538,19 +518,9 @@ class VllmApp:
             )
         return json.dumps({"object": "list", "data": cards}, separators=(",", ":")).encode()
 
-    def _check_model(self, data: dict[str, Any]) -> str:
-        model = data.get("model")
-        if model is None:
-            return self.config.model_name
-        if model not in self.config.served_model_names:
-            exc = BadRequest(f"The model `{model}` does not exist.", 404, "NotFoundError")
-            exc.param = "model"
-            raise exc
-        return str(model)
-
     def _tokenize(self, request: Request) -> Response:
         data = parse_json_body(request.body)
-        self._check_model(data)
+        served_model(self.config, data)
         text = chat_prompt(data["messages"]) if "messages" in data else str(data.get("prompt", ""))
         tokens = TOKENIZER.encode(text)
         body = {
@@ -565,7 +535,7 @@ class VllmApp:
 
     def _detokenize(self, request: Request) -> Response:
         data = parse_json_body(request.body)
-        self._check_model(data)
+        served_model(self.config, data)
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise BadRequest("tokens must be a list of integers")
@@ -577,7 +547,7 @@ class VllmApp:
 
     def _generate(self, request: Request, *, chat: bool) -> Response | None:
         data = parse_json_body(request.body)
-        model = self._check_model(data)
+        model = served_model(self.config, data)
         prompt_ids: list[int] | None = None
         if chat:
             prompt: str | None = chat_prompt(data.get("messages"))
@@ -629,38 +599,23 @@ class VllmApp:
             min_tokens=int_field(data, "min_tokens", 0) or 0,
         )
         index = self.server.next_index()
-        faults = self.config.faults
-        if faults.fail_mode == "http" and faults.picks(
-            self.config.seed, index, 11, faults.fail_fraction
-        ):
-            self.server.finished()
+        if http_fault(self.server, index):
             return Response(
                 500,
                 error_body("Emulated fault: the engine failed.", "InternalServerError", 500),
             )
-        stream = bool(data.get("stream", False))
-        options = data.get("stream_options") or {}
         sink = _OpenAISink(
             self.server,
             request.connection,
             index,
             chat=chat,
             model=model,
-            stream=stream,
-            include_usage=stream and bool(options.get("include_usage")),
-            continuous=bool(options.get("continuous_usage_stats")),
+            flags=StreamFlags(data),
             logprobs=logprobs,
         )
-        seq = make_sequence(
-            self.server,
-            request_id=sink.id,
-            prompt=prompt,
-            prompt_ids=prompt_ids,
-            category=category_for(request.headers, prompt or ""),
-            sampling=sampling,
-            sink=sink,
+        sink.start(
+            request.headers, sampling, request_id=sink.id, prompt=prompt, prompt_ids=prompt_ids
         )
-        sink.attach(seq)
         return None
 
     # --- metrics and logs ---------------------------------------------------------------------

@@ -506,6 +506,8 @@ SGLANG_FLAGS: Final[tuple[Flag, ...]] = (
     _f("--random-seed", "random_seed", "target", "int", minimum=0),
     _f("--attention-backend", "attention_backend", "target", "str"),
     _f("--disable-radix-cache", "disable_radix_cache", "target", "bool"),
+    # Cached prompt tokens in the OpenAI routes' usage.prompt_tokens_details.
+    _f("--enable-cache-report", "enable_cache_report", "target", "bool"),
     _f("--enable-dp-attention", "enable_dp_attention", "target", "bool"),
     _f("--disable-overlap-schedule", "disable_overlap_schedule", "target", "bool"),
     _f("--enable-mixed-chunk", "enable_mixed_chunk", "target", "bool"),

@@ -135,6 +135,12 @@ def _specportal_section(result: Result) -> list[str]:
     ):
         value = acc.get(key)
         lines.append(_row(label, value if value is not None else "unavailable"))
+    hit_rate = result.prefix_cache.get("hit_rate")
+    lines.append(
+        _row(
+            "Prefix-cache hit rate (fraction):", hit_rate if hit_rate is not None else "unavailable"
+        )
+    )
     if s.get("error_kinds"):
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(s["error_kinds"].items()))
         lines.append(f"Errors: {kinds}")

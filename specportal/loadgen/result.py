@@ -78,6 +78,7 @@ class Result:
     summary: dict[str, Any]
     warmup_requests: list[RequestRecord] = field(default_factory=list)
     acceptance: dict[str, Any] = field(default_factory=dict)
+    prefix_cache: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
     client_health: dict[str, Any] = field(default_factory=dict)
     complete: bool = True
@@ -111,6 +112,7 @@ class Result:
                 "config": self.config.to_dict(),
                 "summary": self.summary,
                 "acceptance": self.acceptance,
+                "prefix_cache": self.prefix_cache,
                 "client_health": self.client_health,
                 "server": self.server,
             }
@@ -137,6 +139,7 @@ class Result:
             summary=data["summary"],
             warmup_requests=[RequestRecord.from_dict(r) for r in data.get("warmup_requests", [])],
             acceptance=data.get("acceptance", {}),
+            prefix_cache=data.get("prefix_cache", {}),
             server=data.get("server", {}),
             client_health=data.get("client_health", {}),
             complete=data.get("complete", True),

@@ -36,6 +36,7 @@ import numpy as np
 
 from specportal import __version__
 from specportal.loadgen import acceptance as acc
+from specportal.loadgen import prefixcache
 from specportal.loadgen.arrivals import schedule, schedule_for_duration
 from specportal.loadgen.client import (
     RawStream,
@@ -801,6 +802,12 @@ def run_benchmark(
     )
     measured = [r for r in run.records if r.success]
     acceptance = acc.compute_acceptance(engine, measured, before, after, during)
+    # Over the measured requests and the before/after scrapes: warmup is excluded either way.
+    prefix_cache = prefixcache.compute_prefix_cache(
+        engine or acceptance.get("engine"), measured, before, after
+    )
+    summary = summarize_records(run.records, duration, config)
+    summary.update(prefixcache.summary_keys(prefix_cache))
     # Keep the parsed samples of the before/after scrapes; the sampled ones are summarised in
     # ``gauges`` (their raw text stays in ``scrapes``).
     parsed["scrapes"] = [
@@ -809,9 +816,10 @@ def run_benchmark(
     result = Result(
         config=config,
         requests=run.records,
-        summary=summarize_records(run.records, duration, config),
+        summary=summary,
         warmup_requests=run.warmups,
         acceptance=acceptance,
+        prefix_cache=prefix_cache,
         server={
             "preflight": info,
             "scrapes": [s.to_dict() for s in scrapes],

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from specportal import metrics
+from specportal.loadgen import prefixcache
 from specportal.loadgen.acceptance import vllm_keys
 from specportal.loadgen.config import BenchConfig
 from specportal.loadgen.records import RequestRecord
@@ -247,11 +248,17 @@ def from_vllm_dict(data: dict[str, Any]) -> Result:
             "draft_tokens": data.get("spec_decode_draft_tokens"),
             "accepted_tokens": data.get("spec_decode_accepted_tokens"),
         }
+    # vLLM's result file keeps no prefix-cache counters.
+    prefix_cache = prefixcache.unavailable(
+        "vllm", "vllm bench serve's result file records no prefix-cache counters"
+    )
+    summary.update(prefixcache.summary_keys(prefix_cache))
     return Result(
         config=config,
         requests=records,
         summary=summary,
         acceptance=acceptance,
+        prefix_cache=prefix_cache,
         model_id=data.get("model_id"),
         duration=float(data["duration"]),
         started_at=str(data.get("date")) if data.get("date") else None,

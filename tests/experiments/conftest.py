@@ -19,6 +19,9 @@ from runs.services import (
     host_register,
     host_token_issue,
 )
+from tests.specportal.emulator.harness import start_emulator
+
+__all__ = ["start_emulator"]  # the emulator fixture, for tests that measure runs for real
 
 REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"
 BASELINE: dict[str, Any] = {

@@ -172,6 +172,7 @@ def start_agent(
     log_dir: Path,
     *,
     engines: Any = None,
+    env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
 ) -> Process:
     return Process(
@@ -202,7 +203,7 @@ def start_agent(
         # Agents get no database credentials: prove it by giving them none.
         {
             k: v
-            for k, v in subprocess_env(SPECPORTAL_HOST_TOKEN=token).items()
+            for k, v in subprocess_env(SPECPORTAL_HOST_TOKEN=token, **(env or {})).items()
             if k != "DATABASE_URL"
         },
         log_dir,

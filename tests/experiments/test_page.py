@@ -1,22 +1,37 @@
-"""The experiment page in Debian's Chromium, driven by Playwright, after a small experiment."""
+"""The experiment page in Debian's Chromium, driven by Playwright, after a small experiment.
+
+The experiment runs for real first: the API starts it, a portal Celery worker ingests, and an
+agent on an emulated managed host launches ``specportal emulate`` and measures every run. The page
+is then checked against what the database holds, so nothing shown is taken on trust.
+"""
 
 from __future__ import annotations
 
-import gzip
-import json
+import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.db import connections
+from django.template.defaultfilters import floatformat
 from playwright.sync_api import Browser, sync_playwright
 
-from experiments import services
-from experiments.models import Run
-from experiments.tasks import upload_ingest_task
-from tests.experiments.conftest import Setup, create_kwargs
+from analysis.prefixcache import compare_arms
+from experiments import selectors
+from experiments.models import Experiment, Run
+from tests.experiments.conftest import OBJECTIVES, Setup, api_as
+from tests.experiments.harness import (
+    Process,
+    redis_url_for_tests,
+    start_agent,
+    start_portal_worker,
+    use_broker,
+    wait_for,
+)
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(300)]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -46,64 +61,77 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         connections.close_all()
 
 
-def _finish(run: Run, ttft_ms: float) -> None:
-    """Walk a run through the agent's calls with a small result, as an agent would."""
-    host = run.host
-    services.run_claim(host=host, run_id=run.pk, attempt=run.attempt)
-    services.run_progress(
-        host=host, run_id=run.pk, attempt=run.attempt, phase="running", details={}
-    )
-    envelope: dict[str, Any] = {
-        "schema": 1,
-        "outcome": "done",
-        "error": None,
-        "engine": {"report": {"/version": {"version": "0.30.0"}}, "mismatches": []},
-        "result": {
-            "schema_version": 1,
-            "complete": True,
-            "summary": {
-                "median_ttft_ms": ttft_ms,
-                "p99_ttft_ms": ttft_ms * 2,
-                "output_throughput": 100.0,
+@pytest.fixture
+def measured_experiment(setup: Setup, live_server: Any, tmp_path: Path) -> Iterator[Experiment]:
+    """A two-arm experiment, two loads, one repetition, measured by a real agent on gpu-a."""
+    broker = redis_url_for_tests()
+    redis.Redis.from_url(broker).flushdb()
+    use_broker(broker)
+    processes: list[Process] = [
+        start_portal_worker(broker, tmp_path),
+        start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path),
+    ]
+    try:
+        api = api_as(setup.experimenter)
+        created = api.post(
+            "/api/v1/experiments/",
+            {
+                "name": "page check",
+                "baseline": setup.baseline.pk,
+                "candidates": [setup.ngram.pk],
+                "labels": ["baseline", "ngram"],
+                "workloads": [
+                    {
+                        "name": "chat",
+                        "dataset_name": "bundled",
+                        "category": "chat",
+                        "output_len": 24,
+                    }
+                ],
+                "loads": [
+                    {"name": "c1", "concurrency": 1, "requests": 3},
+                    {"name": "c4", "concurrency": 4, "requests": 4},
+                ],
+                "objectives": copy.deepcopy(OBJECTIVES),
+                "hosts": ["gpu-a"],
+                "repetitions": 1,
             },
-            "acceptance": {"acceptance_rate": 0.4} if run.arm.position else {},
-            "requests": [],
-        },
-    }
-    upload = services.run_result_receive(
-        host=host,
-        run_id=run.pk,
-        attempt=run.attempt,
-        body=gzip.compress(json.dumps(envelope).encode()),
-    )
-    upload_ingest_task(upload.pk)
+            format="json",
+        )
+        assert created.status_code == 201, created.json()
+        experiment_id = int(created.json()["id"])
+        started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+        assert started.status_code == 200, started.json()
+
+        def logs() -> str:
+            return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
+
+        wait_for(
+            lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
+            240,
+            "the experiment to finish",
+            logs,
+        )
+        experiment = Experiment.objects.get(pk=experiment_id)
+        assert experiment.status == Experiment.Status.DONE, logs()
+        yield experiment
+    finally:
+        for process in processes:
+            process.stop()
+        redis.Redis.from_url(broker).flushdb()
+
+
+def _shown(value: float | None) -> str:
+    """How the page writes a figure: two decimals, or a dash when the run has none."""
+    return "–" if value is None else str(floatformat(value, 2))
 
 
 def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
-    setup: Setup, live_server: Any, browser: Browser, monkeypatch: pytest.MonkeyPatch
+    setup: Setup, live_server: Any, browser: Browser, measured_experiment: Experiment
 ) -> None:
-    # given a small experiment whose runs have all finished
-    monkeypatch.setattr("experiments.dispatch.publish", lambda **kwargs: None)
-    monkeypatch.setattr("experiments.dispatch.ingest", lambda **kwargs: None)
-    monkeypatch.setattr("django.db.transaction.on_commit", lambda fn, *a, **k: fn())
-    experiment = services.experiment_create(
-        **create_kwargs(
-            setup,
-            candidates=[setup.ngram],
-            labels=["baseline", "ngram"],
-            repetitions=1,
-            workloads=[{"name": "chat", "output_len": 32}],
-        )
-    )
-    services.experiment_start(experiment=experiment)
-    for _ in range(10):
-        queued = list(
-            Run.objects.filter(experiment=experiment, status="queued").select_related("arm", "host")
-        )
-        if not queued:
-            break
-        for run in queued:
-            _finish(run, ttft_ms=20.0 if run.arm.label == "baseline" else 15.0)
+    experiment = measured_experiment
+    runs = list(experiment.runs.select_related("arm", "host").order_by("sequence"))
+    assert len(runs) == 4
     setup.viewer.set_password("page-test-password")
     setup.viewer.save()
     # when a viewer logs in and opens the page
@@ -113,23 +141,51 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
     page.fill("input[name=password]", "page-test-password")
     page.click("button[type=submit]")
     page.wait_for_selector("#experiment-name")
-    # then it shows the plan's progress, locked objectives and emulated hosts
+    # then it shows the plan's progress, locked objectives and the emulated host
     assert page.inner_text("#experiment-name") == experiment.name
     assert page.inner_text("#experiment-status") == "done"
     assert page.inner_text("#progress") == "4 / 4"
     assert int(page.inner_text("#estimate")) > 0
-    experiment.refresh_from_db()
     assert experiment.objectives_hash in page.inner_text("#objectives-lock")
-    assert page.locator("#hosts .emulated").count() == 2
-    # runs in execution order with their state
-    sequences = page.locator("#runs tr[data-sequence]").evaluate_all(
-        "rows => rows.map(r => [Number(r.dataset.sequence), r.dataset.status])"
+    assert page.locator("#hosts li").all_inner_texts()[0].startswith("gpu-a (managed)")
+    assert page.locator("#hosts .emulated").count() == 1
+    # runs in execution order, with host, arm (in rotation) and state, as stored
+    shown_runs = page.locator("#runs tr[data-sequence]").evaluate_all(
+        "rows => rows.map(r => [Number(r.dataset.sequence), r.dataset.status,"
+        " r.cells[1].innerText, r.cells[4].innerText])"
     )
-    assert sequences == [[1, "done"], [2, "done"], [3, "done"], [4, "done"]]
-    # each arm's figures side by side per cell
-    row = page.locator('#cells tr[data-cell="chat/c1"][data-arm="ngram"]')
-    assert row.locator('td[data-key="median_ttft_ms"]').inner_text() == "15.00"
-    assert row.locator('td[data-key="acceptance_rate"]').inner_text() == "0.40"
-    base = page.locator('#cells tr[data-cell="chat/c1"][data-arm="baseline"]')
-    assert base.locator('td[data-key="median_ttft_ms"]').inner_text() == "20.00"
-    assert base.locator('td[data-key="acceptance_rate"]').inner_text() == "–"
+    assert shown_runs == [
+        [r.sequence, Run.Status.DONE, "gpu-a emulated", r.arm.label] for r in runs
+    ]
+    # each arm's figures side by side per cell, exactly the measured run's figures
+    for run in runs:
+        row = page.locator(f'#cells tr[data-cell="{run.cell}"][data-arm="{run.arm.label}"]')
+        assert row.locator("td").nth(2).inner_text() == "1"
+        for key in selectors.SIDE_BY_SIDE_KEYS:
+            stored = (
+                selectors.acceptance_rate(run)
+                if key == "acceptance_rate"
+                else (run.summary or {}).get(key)
+            )
+            cell = row.locator(f'td[data-key="{key}"]').inner_text()
+            assert cell == _shown(stored), (run.cell, run.arm.label, key)
+        figures = [
+            row.locator(f'td[data-key="{key}"]').inner_text()
+            for key in ("median_ttft_ms", "p99_e2el_ms", "output_throughput")
+        ]
+        assert all(text != "–" and float(text) > 0 for text in figures), figures
+        # speculation is measured for the candidate only
+        acceptance = row.locator('td[data-key="acceptance_rate"]').inner_text()
+        if run.arm.label == "ngram":
+            assert 0 < float(acceptance) <= 1
+        else:
+            assert acceptance == "–"
+        # the prefix-cache hit rate the agent's load generator read from vLLM's counters
+        assert run.prefix_cache_hit_rate is not None, run.prefix_cache
+        shown_rate = row.locator('td[data-key="prefix_cache_hit_rate"]').inner_text()
+        assert shown_rate == str(floatformat(run.prefix_cache_hit_rate, 3))
+    # a cell is flagged exactly when its arms' stored rates disagree
+    for cell in {run.cell for run in runs}:
+        rates = {r.arm.label: r.prefix_cache_hit_rate for r in runs if r.cell == cell}
+        flags = page.locator(f'#cells tr[data-cell="{cell}"] .prefix-cache-flag').count()
+        assert flags == (2 if compare_arms(rates).flagged else 0), (cell, rates)

@@ -132,6 +132,29 @@ def test_start_refuses_a_silent_or_incapable_host_with_every_reason(setup: Setup
     assert experiment.status == Experiment.Status.DRAFT
 
 
+def test_start_refuses_runs_that_would_outlast_the_brokers_visibility_timeout(
+    setup: Setup, settings: Any
+) -> None:
+    # given a broker that redelivers unacknowledged messages after 10 minutes
+    settings.CELERY_VISIBILITY_TIMEOUT = 600
+    long_load = {"name": "soak", "concurrency": 4, "duration_s": 900}
+    experiment = services.experiment_create(
+        **create_kwargs(setup, loads=[{"name": "c1", "concurrency": 1, "requests": 4}, long_load])
+    )
+    # when it starts, the 15-minute load level is refused for every workload, the short one is not
+    with pytest.raises(ApplicationError) as raised:
+        services.experiment_start(experiment=experiment)
+    reasons = raised.value.fields
+    assert set(reasons) == {"loads.soak"}
+    assert [m.split(":")[0] for m in reasons["loads.soak"]] == ["chat/soak", "code/soak"]
+    assert "visibility timeout of 600 s" in reasons["loads.soak"][0]
+    # and once the timeout is raised, the same experiment starts
+    settings.CELERY_VISIBILITY_TIMEOUT = 3600
+    services.experiment_start(experiment=experiment)
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.RUNNING
+
+
 def test_claim_is_conditional_and_the_reaper_requeues_once(
     setup: Setup, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -215,6 +215,8 @@ def _agent_argv(host: str, portal: str) -> list[str]:
         COMMAND_TEMPLATE,
         "--engines",
         json.dumps(DEMO_ENGINES),
+        # Emulated hosts run `specportal emulate`: a real engine on PATH is not what they serve.
+        "--no-detect-engines",
         "--work-dir",
         str(Path(settings.DATA_DIR) / "agents" / host),
         "--heartbeat-seconds",

@@ -1,0 +1,159 @@
+"""The agent's inventory on the host: stored whole, reported GPUs win over registration."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from accounts import roles
+from accounts.services import user_create_or_update
+from runs.models import GpuHost
+from runs.services import INVENTORY_MAX_BYTES, host_heartbeat_record, host_register
+from tests.runs.test_api import client_for
+
+pytestmark = pytest.mark.django_db
+
+# What `specportal.agent.inventory.collect` sends from a host whose nvidia-smi lists one H100.
+ONE_H100: dict[str, Any] = {
+    "schema": 1,
+    "collected_at": "2026-11-29T20:13:45+00:00",
+    "agent_version": "0.1.0",
+    "hostname": "gpu-01",
+    "gpus": [
+        {
+            "index": 0,
+            "uuid": "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b",
+            "name": "NVIDIA H100 80GB HBM3",
+            "memory_mib": 81559,
+            "driver_version": "550.54.15",
+        }
+    ],
+    "driver_version": "550.54.15",
+    "cuda_version": "12.4",
+    "nvidia_smi": {"status": "ok", "reason": "", "path": "/usr/bin/nvidia-smi"},
+    "engines": {"vllm": ["0.11.0"]},
+    "engine_sources": {
+        "vllm": {"versions": ["0.11.0"], "source": "detected", "how": "vllm --version"}
+    },
+}
+NO_GPUS: dict[str, Any] = {
+    **ONE_H100,
+    "gpus": [],
+    "driver_version": None,
+    "cuda_version": None,
+    "nvidia_smi": {"status": "absent", "reason": "nvidia-smi is not on PATH", "path": None},
+    "engines": {},
+    "engine_sources": {},
+}
+
+
+@pytest.fixture
+def viewer() -> Client:
+    user_create_or_update(username="reader", password="a-long-password-1", role_names=["viewer"])
+    client = Client()
+    assert client.login(username="reader", password="a-long-password-1")
+    return client
+
+
+@pytest.fixture
+def host() -> GpuHost:
+    return host_register(
+        name="gpu-01",
+        gpu_model="H100-80GB",
+        gpu_count=8,
+        gpu_memory_gb=80,
+        driver_version="535.0",
+        cuda_version="12.2",
+        engines={"vllm": ["0.30.0"], "sglang": ["0.5.6"]},
+    )
+
+
+def test_reported_gpus_and_engines_win_over_registration(host: GpuHost) -> None:
+    host_heartbeat_record(host=host, inventory=ONE_H100)
+    host = GpuHost.objects.get(pk=host.pk)
+    assert host.inventory == ONE_H100
+    assert host.inventory_reported_at == host.last_heartbeat_at
+    assert (host.gpu_model, host.gpu_count, host.gpu_memory_gb) == (
+        "NVIDIA H100 80GB HBM3",
+        1,
+        79.6,
+    )
+    assert (host.driver_version, host.cuda_version) == ("550.54.15", "12.4")
+    assert host.engines == {"vllm": ["0.11.0"]}
+
+
+def test_a_host_reporting_no_gpus_keeps_what_was_registered(host: GpuHost) -> None:
+    host_heartbeat_record(host=host, inventory=NO_GPUS)
+    host = GpuHost.objects.get(pk=host.pk)
+    assert host.inventory["nvidia_smi"]["status"] == "absent"
+    assert host.inventory_reported_at is not None
+    assert (host.gpu_model, host.gpu_count, host.gpu_memory_gb) == ("H100-80GB", 8, 80)
+    assert (host.driver_version, host.cuda_version) == ("535.0", "12.2")
+    assert host.engines == {"vllm": ["0.30.0"], "sglang": ["0.5.6"]}
+
+
+def test_mixed_gpus_are_named_by_count_and_sized_by_the_smallest(host: GpuHost) -> None:
+    mixed = copy.deepcopy(ONE_H100)
+    mixed["gpus"] += [
+        {**mixed["gpus"][0], "index": 1},
+        {**mixed["gpus"][0], "index": 2, "name": "NVIDIA A100-SXM4-40GB", "memory_mib": 40960},
+    ]
+    host_heartbeat_record(host=host, inventory=mixed)
+    host = GpuHost.objects.get(pk=host.pk)
+    assert host.gpu_count == 3
+    assert host.gpu_model == "2 × NVIDIA H100 80GB HBM3 + 1 × NVIDIA A100-SXM4-40GB"
+    assert host.gpu_memory_gb == 40.0
+
+
+def test_unknown_engines_in_a_report_are_ignored_not_refused(host: GpuHost) -> None:
+    report = {**ONE_H100, "engines": {"tgi": ["3.0"], "llamacpp": ["b1-0c1e570"]}}
+    host_heartbeat_record(host=host, inventory=report)
+    assert GpuHost.objects.get(pk=host.pk).engines == {"llamacpp": ["b1-0c1e570"]}
+
+
+def test_an_oversized_inventory_is_not_stored_but_the_beat_counts(host: GpuHost) -> None:
+    huge = {**ONE_H100, "padding": "x" * INVENTORY_MAX_BYTES}
+    host_heartbeat_record(host=host, inventory=huge)
+    host = GpuHost.objects.get(pk=host.pk)
+    assert "was not stored" in host.inventory["error"]
+    assert host.gpu_count == 8
+    assert host.health_status == GpuHost.Health.HEALTHY
+
+
+def test_hosts_api_shows_the_inventory_and_refuses_writing_it(host: GpuHost) -> None:
+    host_heartbeat_record(host=host, inventory=ONE_H100)
+    operator = client_for(roles.OPERATOR)
+    shown = operator.get("/api/v1/hosts/gpu-01/").json()
+    assert shown["inventory"]["gpus"][0]["uuid"] == "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b"
+    assert shown["inventory"]["engine_sources"]["vllm"]["source"] == "detected"
+    assert shown["inventory_reported_at"] is not None
+    assert shown["gpu_count"] == 1
+    listed = operator.get("/api/v1/hosts/").json()
+    assert listed[0]["inventory"]["cuda_version"] == "12.4"
+    patched = operator.patch("/api/v1/hosts/gpu-01/", {"inventory": {}}, format="json")
+    assert patched.status_code == 400
+    assert "inventory" in patched.json()["error"]["fields"]
+
+
+def test_hosts_page_and_admin_show_what_was_reported(
+    host: GpuHost, viewer: Client, admin_client: Client
+) -> None:
+    host_heartbeat_record(host=host, inventory=ONE_H100)
+    failing = host_register(name="gpu-02", gpu_count=2)
+    host_heartbeat_record(
+        host=failing,
+        inventory={
+            **NO_GPUS,
+            "nvidia_smi": {"status": "failed", "reason": "nvidia-smi exited with status 9: X"},
+        },
+    )
+    page = viewer.get("/hosts/").content.decode()
+    assert "1 × NVIDIA H100 80GB HBM3, 79.6 GiB" in page
+    assert "550.54.15 / 12.4" in page
+    assert "vllm 0.11.0 (detected)" in page
+    assert "nvidia-smi failed: nvidia-smi exited with status 9: X" in page
+    admin_page = admin_client.get(f"/admin/runs/gpuhost/{host.pk}/change/").content.decode()
+    assert "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b" in admin_page

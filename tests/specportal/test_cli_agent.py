@@ -1,0 +1,55 @@
+"""``specportal agent``: the broker connection it builds (no portal needed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
+from specportal.agent.executor import AgentSettings
+from specportal.agent.worker import make_app
+from specportal.cli.agent import broker_connection
+
+REDIS_URL = os.environ.get("SPECPORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def test_a_redis_agent_redelivers_only_after_the_shared_visibility_timeout(tmp_path: Path) -> None:
+    # given the agent's broker settings for Redis with a 2-hour visibility timeout
+    url, options = broker_connection(REDIS_URL, tmp_path / "unused", 7200)
+    assert url == REDIS_URL
+    app, _ = make_app(
+        AgentSettings(host="gpu-x", portal_url="http://127.0.0.1:9", token="t"),
+        broker_url=url,
+        transport_options=options,
+    )
+    # then the Redis channel kombu opens uses it (Redis restores unacked messages after it)
+    with app.connection_for_read() as connection:
+        assert connection.default_channel.visibility_timeout == 7200
+    assert not (tmp_path / "unused").exists()
+
+
+def test_without_a_broker_url_the_agent_shares_the_embedded_broker_folder(tmp_path: Path) -> None:
+    url, options = broker_connection("", tmp_path / "broker", DEFAULT_VISIBILITY_TIMEOUT_SECONDS)
+    assert url == "filesystem://"
+    assert options["data_folder_in"] == options["data_folder_out"] == str(tmp_path / "broker/queue")
+    assert (tmp_path / "broker" / "queue").is_dir()
+    assert "visibility_timeout" not in options
+
+
+@pytest.mark.parametrize(("env", "expected"), [(None, 6 * 3600), ("900", 900)])
+def test_the_agent_takes_the_portals_visibility_timeout_variable(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, expected: int
+) -> None:
+    import argparse
+
+    from specportal.cli import agent
+
+    if env is None:
+        monkeypatch.delenv("CELERY_VISIBILITY_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", env)
+    parser = argparse.ArgumentParser()
+    agent.add_arguments(parser)
+    assert parser.parse_args(["--host", "gpu-x"]).visibility_timeout == expected
