@@ -98,6 +98,7 @@ class RunOutput(serializers.Serializer[Any]):
 
 class RunDetailOutput(RunOutput):
     engine_report = serializers.JSONField()
+    engine_checked = serializers.JSONField()
     mismatches = serializers.JSONField()
     engine_env = serializers.JSONField()
     command = serializers.JSONField()

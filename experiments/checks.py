@@ -2,13 +2,14 @@
 
 A start is refused, with every reason listed, when a host's agent is silent or unhealthy, lacks
 the engine (or the pinned version), has fewer GPUs than the configuration's parallelism needs, or
-is offline while a configuration names a model to be pulled from a hub.
+is offline while a configuration names a model to be pulled from a hub; and when arms with
+different configurations would share an endpoint host (one server already running).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
@@ -16,6 +17,7 @@ from django.utils import timezone
 
 from runs.models import FrozenConfiguration, GpuHost
 from runs.services import host_heartbeat_record
+from specportal.engines.document import diff
 
 # Agents heartbeat every 15 s: four missed beats and the host counts as silent.
 HOST_SILENT_SECONDS: Final = 60
@@ -177,3 +179,35 @@ def hosts_mark_silent() -> int:
         health_status=GpuHost.Health.UNREACHABLE,
         health_detail=f"no heartbeat for more than {HOST_SILENT_SECONDS} s",
     )
+
+
+# Sampling travels with every request (the load generator sends it), so arms that differ only
+# there can be measured against one running server.
+PER_REQUEST_SECTIONS: Final = ("sampling",)
+
+
+def endpoint_refusals(host: GpuHost, arms: Sequence[tuple[str, FrozenConfiguration]]) -> list[str]:
+    """Why these arms cannot share ``host`` when it is an endpoint (empty when they can).
+
+    An endpoint host is a server already running at ``base_url``; its agent launches nothing, so
+    every arm of a cell on it would be measured against that one server. Arms whose
+    configurations differ outside the per-request sections are refused, naming the arms and the
+    differing JSON-Pointer paths.
+    """
+    if host.mode != GpuHost.Mode.ENDPOINT or len(arms) < 2:
+        return []
+    first_label, first = arms[0]
+    reasons = []
+    for label, config in arms[1:]:
+        paths = sorted(
+            change["path"]
+            for change in diff(first.document, config.document)
+            if change["path"].split("/")[1] not in PER_REQUEST_SECTIONS
+        )
+        if paths:
+            reasons.append(
+                f"arms {first_label} and {label} differ at {', '.join(paths)}, but an endpoint "
+                f"host serves one configuration (the server at {host.base_url}; nothing is "
+                "launched per arm), so both would be measured against the same server"
+            )
+    return reasons

@@ -4,8 +4,8 @@ The upload is a gzip'd JSON *envelope* written by the agent::
 
     {"schema": 1, "run": 12, "attempt": 1,
      "outcome": "done" | "incomplete" | "failed" | "cancelled", "error": "..." | null,
-     "engine": {"report": {...}, "mismatches": [...], "env": {...}, "command": [...],
-                "log_excerpt": "..."},
+     "engine": {"report": {...}, "checked": [...], "mismatches": [...], "env": {...},
+                "command": [...], "log_excerpt": "..."},
      "result": <the load generator's own result file (specportal.loadgen Result.to_dict())> | null}
 
 Warmup requests stay in the stored upload; the per-request table holds the measured requests.
@@ -236,7 +236,12 @@ def upload_ingest(*, upload_id: int) -> Run:
     run.requests_failed = failed if records else None
     if envelope.get("error"):
         run.error = f"{run.error}\n{envelope['error']}".strip()
-    for key, field in (("report", "engine_report"), ("env", "engine_env"), ("command", "command")):
+    for key, field in (
+        ("report", "engine_report"),
+        ("checked", "engine_checked"),
+        ("env", "engine_env"),
+        ("command", "command"),
+    ):
         if key in engine:
             setattr(run, field, engine[key])
     if "mismatches" in engine:
@@ -260,6 +265,7 @@ def upload_ingest(*, upload_id: int) -> Run:
             "requests_failed",
             "error",
             "engine_report",
+            "engine_checked",
             "engine_env",
             "command",
             "mismatches",

@@ -141,8 +141,10 @@ class Run(models.Model):
     progress = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
 
-    # What the engine said about itself, and where that disagrees with the frozen configuration.
+    # What the engine said about itself (endpoint bodies, parsed start-up log lines), every check
+    # of it against the frozen configuration (specportal.agent.selfreport), and the disagreements.
     engine_report = models.JSONField(default=dict, blank=True)
+    engine_checked = models.JSONField(default=list, blank=True)
     mismatches = models.JSONField(default=list, blank=True)
     # Environment the agent added for this run (e.g. VLLM_SERVER_DEV_MODE=1 for cache reset): part
     # of the run's record, never of the configuration.

@@ -24,7 +24,7 @@ from accounts.errors import ApplicationError
 from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
 from experiments import dispatch
 from experiments.models import Arm, Experiment, ResultUpload, Run
-from experiments.planning import estimate_run_seconds, plan_runs
+from experiments.planning import assign_hosts, cells_of, estimate_run_seconds, plan_runs
 from runs.models import FrozenConfiguration, GpuHost
 from specportal.engines.document import diff
 
@@ -262,12 +262,17 @@ def _start_refusals(
     experiment: Experiment, *, lint_override_reason: str
 ) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
     """Host capability and lint problems: (refusals by path, findings to keep)."""
-    from experiments.checks import host_refusals, lint_findings
+    from experiments.checks import endpoint_refusals, host_refusals, lint_findings
 
     refusals: dict[str, list[str]] = {}
     findings: list[dict[str, Any]] = []
     arms = list(experiment.arms.select_related("configuration").order_by("position"))
-    for host in experiment.hosts.all():
+    hosts = list(experiment.hosts.all())
+    with_cells = _hosts_with_cells(experiment, hosts)
+    for host in hosts:
+        if host.name in with_cells:
+            for message in endpoint_refusals(host, [(a.label, a.configuration) for a in arms]):
+                refusals.setdefault(f"hosts.{host.name}", []).append(message)
         for arm in arms:
             for message in host_refusals(host, arm.configuration):
                 refusals.setdefault(f"hosts.{host.name}", []).append(f"{arm.label}: {message}")
@@ -283,6 +288,20 @@ def _start_refusals(
                 "(give lint_override_reason to start anyway)"
             )
     return refusals, findings
+
+
+def _hosts_with_cells(experiment: Experiment, hosts: Sequence[GpuHost]) -> set[str]:
+    """Names of the hosts the plan gives at least one cell (the plan as it stands, or would be)."""
+    planned = set(experiment.runs.values_list("host__name", flat=True))
+    if planned:
+        return planned
+    cells = cells_of(
+        [str(w["name"]) for w in experiment.workloads],
+        [str(load["name"]) for load in experiment.loads],
+    )
+    if not cells or not hosts:
+        return set()
+    return set(assign_hosts(cells, sorted(h.name for h in hosts)).values())
 
 
 def _run_time_refusals(experiment: Experiment) -> Iterator[tuple[str, str]]:
@@ -488,7 +507,7 @@ def run_progress(
         run.status = Run.Status.RUNNING
         run.started_at = timezone.now()
         fields += ["status", "started_at"]
-    for key in ("engine_report", "mismatches", "engine_env", "command"):
+    for key in ("engine_report", "engine_checked", "mismatches", "engine_env", "command"):
         if key in details:
             setattr(run, key, details[key])
             fields.append(key)

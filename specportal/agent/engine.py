@@ -1,8 +1,9 @@
-"""Starting, watching and stopping an engine process on a managed host; reading its self-report.
+"""Starting, watching and stopping an engine process on a managed host.
 
 The command is generated from the frozen configuration (``specportal.engines.launch``). A
 per-host *command template* replaces the engine's executable, so tests and the demo start
-``specportal emulate`` with exactly the flags the real engine would get.
+``specportal emulate`` with exactly the flags the real engine would get. What the engine says
+about itself once it is up is :mod:`specportal.agent.selfreport`.
 """
 
 from __future__ import annotations
@@ -33,12 +34,6 @@ HEALTH_POLL_SECONDS: Final = 0.25
 STOP_GRACE_SECONDS: Final = 10.0
 LOG_TAIL_CHARS: Final = 4_000
 
-# What each engine says about itself, and where.
-SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
-    "vllm": ("/version", "/v1/models"),
-    "sglang": ("/get_server_info", "/v1/models"),
-    "llamacpp": ("/props", "/v1/models"),
-}
 # The cache-reset endpoint per engine (vLLM's needs VLLM_SERVER_DEV_MODE=1 at start).
 CACHE_RESET: Final[Mapping[str, tuple[str, str]]] = {
     "vllm": ("POST", "/reset_prefix_cache"),
@@ -168,68 +163,3 @@ class EngineProcess:
             self.watchdog.release()
             self.watchdog = None
         return self.process.returncode
-
-
-def self_report(base_url: str, engine: str) -> dict[str, Any]:
-    """The engine's own description of itself, path by path (errors recorded, not raised)."""
-    report: dict[str, Any] = {}
-    with httpx.Client(timeout=10.0) as client:
-        for path in SELF_REPORT_PATHS.get(engine, ("/v1/models",)):
-            try:
-                response = client.get(base_url + path)
-                body: Any = response.json() if response.status_code == 200 else None
-                report[path] = body if body is not None else {"status": response.status_code}
-            except (httpx.HTTPError, ValueError) as exc:
-                report[path] = {"error": str(exc)}
-    return report
-
-
-def _reported_settings(engine: str, report: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten the self-report into the keys a configuration uses, where the engine says them."""
-    if engine == "sglang":
-        info = report.get("/get_server_info")
-        return dict(info) if isinstance(info, dict) else {}
-    if engine == "llamacpp":
-        props = report.get("/props")
-        if isinstance(props, dict):
-            settings = props.get("default_generation_settings")
-            merged = dict(props)
-            if isinstance(settings, dict):
-                merged.update(settings)
-                params = settings.get("params")
-                if isinstance(params, dict):
-                    merged.update(params)
-            return merged
-    if engine == "vllm":
-        version = report.get("/version")
-        return dict(version) if isinstance(version, dict) else {}
-    return {}
-
-
-def mismatches(document: Mapping[str, Any], report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Settings the engine reports in force that differ from the frozen configuration.
-
-    Only keys the engine reports under the configuration's own name are compared (the seeds'
-    "read the init line first": the window in force, not the one you think you set), plus the
-    engine version against ``engine_build.version``.
-    """
-    engine = str(document.get("engine", ""))
-    reported = _reported_settings(engine, report)
-    found: list[dict[str, Any]] = []
-    wanted_version = (document.get("engine_build") or {}).get("version")
-    seen_version = reported.get("version")
-    if wanted_version and seen_version and str(seen_version) != str(wanted_version):
-        found.append(
-            {
-                "path": "/engine_build/version",
-                "configured": wanted_version,
-                "reported": seen_version,
-            }
-        )
-    for section in ("target", "proposal"):
-        for key, value in (document.get(section) or {}).items():
-            if key in reported and reported[key] != value and not isinstance(value, dict | list):
-                found.append(
-                    {"path": f"/{section}/{key}", "configured": value, "reported": reported[key]}
-                )
-    return found

@@ -20,10 +20,10 @@ from specportal.agent.engine import (
     EngineProcess,
     apply_template,
     free_port,
-    mismatches,
-    self_report,
 )
 from specportal.agent.inventory import collect
+from specportal.agent.selfreport import collect as collect_self_report
+from specportal.agent.selfreport import describe, read_log_head
 
 log = logging.getLogger(__name__)
 
@@ -244,10 +244,31 @@ class Executor:
                 base_url = engine.base_url
             else:
                 base_url = str(spec["host"]["base_url"]).rstrip("/")
-            report = self_report(base_url, engine_name)
-            found = mismatches(document, report)
-            envelope["engine"].update(report=report, mismatches=found)
-            self._progress(spec, attempt, "engine_started", engine_report=report, mismatches=found)
+            seen = collect_self_report(
+                document,
+                base_url,
+                log_text=read_log_head(engine.log_path) if engine is not None else None,
+            )
+            envelope["engine"].update(
+                report=seen.report, checked=seen.checked, mismatches=seen.mismatches
+            )
+            self._progress(
+                spec,
+                attempt,
+                "engine_started",
+                engine_report=seen.report,
+                engine_checked=seen.checked,
+                mismatches=seen.mismatches,
+            )
+            wrong_server = seen.defining(engine_name)
+            if engine is None and wrong_server:
+                # An endpoint runs what it runs: measuring it would credit this arm with another
+                # configuration's numbers. (A managed host's engine was started from the frozen
+                # configuration, so its mismatches are recorded and flagged, not fatal.)
+                raise EngineFailed(
+                    "the endpoint does not serve this arm's configuration:\n"
+                    + describe(wrong_server)
+                )
             if spec["experiment"]["cache_policy"] == "reset_cache":
                 self._reset_cache(base_url, engine_name)
             self._progress(spec, attempt, "running")

@@ -5,6 +5,12 @@ Selected per workload with ``"runner": "vllm-bench-serve"``. The command is the 
 same layout. vLLM's own dataset is ``random`` with the workload's input/output lengths (it has no
 notion of SpecPortal's bundled prompt sets). The file is converted with the load generator's
 reader (``specportal.loadgen.vllm_format``), so ingestion sees one result format.
+
+vLLM's file keeps no server counters, so the agent scrapes ``/metrics`` itself right before and
+after the command: the prefix-cache hit rate comes from those deltas
+(``specportal.loadgen.prefixcache``), with a caveat, since the window also holds
+``vllm bench serve``'s own initial test prompt (and any warmups), which warm the cache for the
+measured requests.
 """
 
 from __future__ import annotations
@@ -14,9 +20,16 @@ import shlex
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+from specportal.loadgen import prefixcache
+from specportal.loadgen.scrape import MetricsScraper, Scrape, parse_scrapes
+
+if TYPE_CHECKING:
+    from specportal.loadgen.result import Result
 
 DEFAULT_COMMAND: Final = "vllm bench serve"
 POLL_SECONDS: Final = 0.5
@@ -86,19 +99,43 @@ def run_vllm_bench(
     filename = "result.json"
     argv = vllm_bench_argv(command, spec, base_url, result_dir, filename)
     log_path = result_dir / "output.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        while process.poll() is None:
-            if cancelled.wait(POLL_SECONDS):
-                process.terminate()
-                process.wait()
+    scraper = MetricsScraper(base_url, 0.0, {}, time.perf_counter())
+    try:
+        scraper.scrape("before")
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            while process.poll() is None:
+                if cancelled.wait(POLL_SECONDS):
+                    process.terminate()
+                    process.wait()
+        scraper.scrape("after")
+    finally:
+        scraper.close()
     saved = result_dir / filename
     if not saved.exists():
         tail = log_path.read_text(errors="replace")[-2000:]
         raise RuntimeError(f"{argv[0]} wrote no result (exit {process.returncode}):\n{tail}")
     result = from_vllm_dict(json.loads(saved.read_text(encoding="utf-8")))
+    _add_prefix_cache(result, str(spec["configuration"]["engine"]), scraper.scrapes)
     if process.returncode != 0 or cancelled.is_set():
         result.complete = False
         result.incomplete_reason = f"vllm bench serve exited with {process.returncode}"
     data: dict[str, Any] = result.to_dict()
     return data
+
+
+def _add_prefix_cache(result: Result, engine: str, scrapes: Sequence[Scrape]) -> None:
+    """The prefix-cache hit rate from the agent's own scrapes around the command."""
+    parsed = parse_scrapes(scrapes)
+    samples = {p["kind"]: p["samples"] for p in parsed["scrapes"]}
+    measured = [r for r in result.requests if r.success]
+    pc = prefixcache.compute_prefix_cache(
+        engine, measured, samples.get("before"), samples.get("after")
+    )
+    pc["caveat"] = (
+        "scraped by the agent around vllm bench serve: the window includes its initial test "
+        "prompt and any warmups"
+    )
+    result.prefix_cache = pc
+    result.summary.update(prefixcache.summary_keys(pc))
+    result.server = {"scrapes": [s.to_dict() for s in scrapes], "parsed": parsed}

@@ -60,6 +60,14 @@ E2E_BUCKETS: Final = (
 
 FINISH_REASONS: Final = ("stop", "length", "abort")
 
+# The latency histograms the flavors export: (metric name after the prefix, what it measures,
+# the EngineStats attribute).
+LATENCY_HISTOGRAMS: Final = (
+    ("time_to_first_token_seconds", "time to first token", "ttft"),
+    ("inter_token_latency_seconds", "inter-token latency", "itl"),
+    ("e2e_request_latency_seconds", "e2e request latency", "e2e"),
+)
+
 
 class Sink(Protocol):
     """Receives a sequence's output as steps end (a wire format, or a test recorder)."""
@@ -90,6 +98,11 @@ class Histogram:
             running += c
             out.append(running)
         return out
+
+    def add(self, other: Histogram) -> None:
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.total += other.total
+        self.count += other.count
 
 
 @dataclass
@@ -128,6 +141,42 @@ class EngineStats:
             self.prompt_tokens,
             self.generation_tokens,
         )
+
+
+# Counters summed over engine cores by ``total_stats``; the peaks take the maximum.
+_SUMMED: Final = (
+    "num_drafts",
+    "num_draft_tokens",
+    "num_accepted_tokens",
+    "num_preemptions",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "prompt_tokens",
+    "generation_tokens",
+    "verify_steps",
+    "decode_steps",
+    "busy_sequences",
+    "prompt_seconds",
+    "decode_seconds",
+)
+
+
+def total_stats(parts: Sequence[EngineStats]) -> EngineStats:
+    """The counters of several engine cores as one (SGLang's and llama-server's metrics carry no
+    engine label): sums in engine order, merged histograms, the largest peaks."""
+    total = EngineStats(
+        accepted_per_pos=[sum(c) for c in zip(*(s.accepted_per_pos for s in parts), strict=True)],
+        request_success={r: sum(s.request_success[r] for s in parts) for r in FINISH_REASONS},
+        peak_waiting=max((s.peak_waiting for s in parts), default=0),
+        max_step_tokens=max((s.max_step_tokens for s in parts), default=0),
+    )
+    for name in _SUMMED:
+        setattr(total, name, sum(getattr(s, name) for s in parts))
+    for s in parts:
+        total.ttft.add(s.ttft)
+        total.itl.add(s.itl)
+        total.e2e.add(s.e2e)
+    return total
 
 
 @dataclass(frozen=True)

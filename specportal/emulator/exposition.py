@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 Family = Any  # a prometheus_client.core.Metric (kept loose: the import is lazy)
+Samples = Iterable[tuple[Sequence[str], float]]  # (label values, value)
+
+
+class HistogramLike(Protocol):
+    """What a histogram sample needs (``engine.Histogram``)."""
+
+    bounds: tuple[float, ...]
+    total: float
+
+    def cumulative(self) -> list[int]: ...
 
 
 class Builder:
@@ -25,27 +35,17 @@ class Builder:
         self.families: list[Family] = []
 
     def counter(
-        self,
-        name: str,
-        documentation: str,
-        labels: Sequence[str],
-        samples: Iterable[tuple[Sequence[str], float]],
+        self, name: str, documentation: str, labels: Sequence[str], samples: Samples
     ) -> None:
         family = self._core.CounterMetricFamily(name, documentation, labels=list(labels))
-        for values, value in samples:
-            family.add_metric(list(values), value, created=self.created)
-        self.families.append(family)
+        self._add(family, samples, created=self.created)
 
-    def gauge(
-        self,
-        name: str,
-        documentation: str,
-        labels: Sequence[str],
-        samples: Iterable[tuple[Sequence[str], float]],
-    ) -> None:
-        family = self._core.GaugeMetricFamily(name, documentation, labels=list(labels))
+    def gauge(self, name: str, documentation: str, labels: Sequence[str], samples: Samples) -> None:
+        self._add(self._core.GaugeMetricFamily(name, documentation, labels=list(labels)), samples)
+
+    def _add(self, family: Family, samples: Samples, **extra: float) -> None:
         for values, value in samples:
-            family.add_metric(list(values), value)
+            family.add_metric(list(values), value, **extra)
         self.families.append(family)
 
     def histogram(
@@ -53,14 +53,17 @@ class Builder:
         name: str,
         documentation: str,
         labels: Sequence[str],
-        samples: Iterable[tuple[Sequence[str], Sequence[float], Sequence[int], float]],
+        samples: Iterable[tuple[Sequence[str], HistogramLike]],
     ) -> None:
-        """``samples``: (label values, bucket bounds, cumulative counts incl. +Inf, sum)."""
+        """``samples``: (label values, a histogram with bounds, cumulative counts and sum)."""
         family = self._core.HistogramMetricFamily(name, documentation, labels=list(labels))
-        for values, bounds, cumulative, total in samples:
-            buckets = [(go_string(b), float(c)) for b, c in zip(bounds, cumulative, strict=False)]
+        for values, histogram in samples:
+            cumulative = histogram.cumulative()
+            buckets = [
+                (go_string(b), float(c)) for b, c in zip(histogram.bounds, cumulative, strict=False)
+            ]
             buckets.append(("+Inf", float(cumulative[-1])))
-            family.add_metric(list(values), buckets, total)
+            family.add_metric(list(values), buckets, histogram.total)
             # The library's family takes no creation time; the client library's own histograms
             # expose one (single-process mode), so add the sample as they do.
             family.samples.append(

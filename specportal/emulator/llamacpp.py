@@ -24,7 +24,13 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from specportal.emulator.engine import EmulatedSequence, Engine, EngineConfig, Sampling, SpecConfig
+from specportal.emulator.engine import (
+    EmulatedSequence,
+    EngineConfig,
+    Sampling,
+    SpecConfig,
+    total_stats,
+)
 from specportal.emulator.httpserver import HttpConnection, Request, Response
 from specportal.emulator.openai_compat import StreamFlags
 from specportal.emulator.options import EmuOptions
@@ -724,107 +730,84 @@ class LlamaApp:
             )
 
     def metrics(self) -> bytes:
-        engines: list[Engine] = self.server.engines
-        stats = [e.stats for e in engines]
+        """llama-server's own exposition (no ``_created`` samples, ``_total`` in the names)."""
+        engines = self.server.engines
+        t = total_stats([e.stats for e in engines])
         spec = self.config.engine.spec
         lines: list[str] = []
 
-        def metric(name: str, kind: str, doc: str, value: float, label: str = "") -> None:
+        def metric(name: str, kind: str, doc: str, value: float) -> None:
             lines.append(f"# HELP llamacpp:{name} {doc}")
             lines.append(f"# TYPE llamacpp:{name} {kind}")
-            lines.append(f"llamacpp:{name}{label} {_num(value)}")
+            lines.append(f"llamacpp:{name} {_num(value)}")
 
-        prompt_tokens = sum(s.prompt_tokens for s in stats)
-        busy = sum(s.busy_sequences for s in stats)
+        def counter(name: str, doc: str, value: float) -> None:
+            metric(name, "counter", doc, value)
+
+        def gauge(name: str, doc: str, value: float) -> None:
+            metric(name, "gauge", doc, value)
+
         steps = sum(e.steps for e in engines)
-        predicted = sum(s.generation_tokens for s in stats)
-        prompt_s = sum(s.prompt_seconds for s in stats)
-        decode_s = sum(s.decode_seconds for s in stats)
-        metric(
-            "prompt_tokens_total", "counter", "Number of prompt tokens processed.", prompt_tokens
-        )
+        prompt_s, decode_s = t.prompt_seconds, t.decode_seconds
+        counter("prompt_tokens_total", "Number of prompt tokens processed.", t.prompt_tokens)
         # Present in the pinned build even when nothing was cached (checked against the real
         # server by tests/specportal/realengine/test_emulator_vs_real.py).
-        metric(
+        counter(
             "prompt_tokens_cached_total",
-            "counter",
             "Number of prompt tokens reused from the cache",
-            sum(s.prefix_cache_hits for s in stats),
+            t.prefix_cache_hits,
         )
-        metric("prompt_seconds_total", "counter", "Prompt process time", prompt_s)
-        metric(
-            "tokens_predicted_total", "counter", "Number of generation tokens processed.", predicted
+        counter("prompt_seconds_total", "Prompt process time", prompt_s)
+        counter(
+            "tokens_predicted_total", "Number of generation tokens processed.", t.generation_tokens
         )
-        metric("tokens_predicted_seconds_total", "counter", "Predict process time", decode_s)
-        metric(
-            "n_decode_total",
-            "counter",
-            "Total number of llama_decode() calls",
-            sum(s.decode_steps for s in stats),
-        )
-        metric(
-            "n_tokens_max",
-            "counter",
-            "Largest observed n_tokens.",
-            max((st.max_step_tokens for st in stats), default=0),
-        )
-        metric(
+        counter("tokens_predicted_seconds_total", "Predict process time", decode_s)
+        counter("n_decode_total", "Total number of llama_decode() calls", t.decode_steps)
+        counter("n_tokens_max", "Largest observed n_tokens.", t.max_step_tokens)
+        gauge(
             "n_busy_slots_per_decode",
-            "gauge",
             "Average number of busy slots per llama_decode() call",
-            busy / steps if steps else 0.0,
+            t.busy_sequences / steps if steps else 0.0,
         )
-        metric(
+        gauge(
             "prompt_tokens_seconds",
-            "gauge",
             "Average prompt throughput in tokens/s.",
-            prompt_tokens / prompt_s if prompt_s else 0.0,
+            t.prompt_tokens / prompt_s if prompt_s else 0.0,
         )
-        metric(
+        gauge(
             "predicted_tokens_seconds",
-            "gauge",
             "Average generation throughput in tokens/s.",
-            predicted / decode_s if decode_s else 0.0,
+            t.generation_tokens / decode_s if decode_s else 0.0,
         )
-        metric(
-            "requests_processing",
-            "gauge",
-            "Number of requests processing.",
+        running, waiting = (
             sum(e.num_running for e in engines),
-        )
-        metric(
-            "requests_deferred",
-            "gauge",
-            "Number of requests deferred.",
             sum(e.num_waiting for e in engines),
         )
+        gauge("requests_processing", "Number of requests processing.", running)
+        gauge("requests_deferred", "Number of requests deferred.", waiting)
         if spec is not None:
-            metric(
+            counter(
                 "spec_decode_num_drafts_total",
-                "counter",
                 "Number of speculative decoding drafts.",
-                sum(s.num_drafts for s in stats),
+                t.num_drafts,
             )
-            metric(
+            counter(
                 "spec_decode_num_draft_tokens_total",
-                "counter",
                 "Number of draft tokens generated.",
-                sum(s.num_draft_tokens for s in stats),
+                t.num_draft_tokens,
             )
-            metric(
+            counter(
                 "spec_decode_num_accepted_tokens_total",
-                "counter",
                 "Number of draft tokens accepted.",
-                sum(s.num_accepted_tokens for s in stats),
+                t.num_accepted_tokens,
             )
             lines.append(
                 "# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos_total Accepted draft tokens per position."
             )
             lines.append("# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter")
             for i in range(spec.num_speculative_tokens):
-                value = sum(s.accepted_per_pos[i] for s in stats)
                 lines.append(
-                    f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {_num(value)}'
+                    f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {_num(t.accepted_per_pos[i])}'
                 )
         return ("\n".join(lines) + "\n").encode()
 

@@ -21,15 +21,14 @@ from typing import Any, Final
 
 from specportal.emulator import exposition, openai_compat
 from specportal.emulator.engine import (
-    E2E_BUCKETS,
-    ITL_BUCKETS,
-    TTFT_BUCKETS,
+    LATENCY_HISTOGRAMS,
     AdaptiveSteps,
     EmulatedSequence,
     Engine,
     EngineConfig,
     Sampling,
     SpecConfig,
+    total_stats,
 )
 from specportal.emulator.httpserver import HttpConnection, Request, Response
 from specportal.emulator.options import EmuOptions
@@ -657,105 +656,66 @@ class SglangApp:
 
     def metrics(self) -> bytes:
         engines = self.server.engines
-        model = self.config.model_name
+        total = total_stats([e.stats for e in engines])
         spec = self.config.engine.spec
 
         def build(b: exposition.Builder) -> None:
             lab = ("model_name",)
-            rows = [(model,)]
+            row = (self.config.model_name,)
 
-            def total(attr: str) -> float:
-                return float(sum(getattr(e, attr) for e in engines))
+            def gauge(name: str, doc: str, value: float) -> None:
+                b.gauge(f"sglang:{name}", doc, lab, [(row, value)])
 
-            b.gauge(
-                "sglang:num_running_reqs",
-                "The number of running requests.",
-                lab,
-                [(rows[0], total("num_running"))],
+            gauge(
+                "num_running_reqs", "The number of running requests.", _sum(engines, "num_running")
             )
-            b.gauge(
-                "sglang:num_queue_reqs",
+            gauge(
+                "num_queue_reqs",
                 "The number of requests in the waiting queue.",
-                lab,
-                [(rows[0], total("num_waiting"))],
+                _sum(engines, "num_waiting"),
             )
-            b.gauge(
-                "sglang:token_usage",
-                "The token usage.",
-                lab,
-                [(rows[0], max(e.kv_usage for e in engines))],
+            gauge("token_usage", "The token usage.", max(e.kv_usage for e in engines))
+            hits, queries = total.prefix_cache_hits, total.prefix_cache_queries
+            gauge(
+                "cache_hit_rate", "The prefix cache hit rate.", hits / queries if queries else 0.0
             )
-            hits = sum(e.stats.prefix_cache_hits for e in engines)
-            queries = sum(e.stats.prefix_cache_queries for e in engines)
-            b.gauge(
-                "sglang:cache_hit_rate",
-                "The prefix cache hit rate.",
-                lab,
-                [(rows[0], hits / queries if queries else 0.0)],
-            )
-            b.gauge(
-                "sglang:gen_throughput",
-                "The generation throughput (token/s).",
-                lab,
-                [(rows[0], 0.0)],
-            )
+            gauge("gen_throughput", "The generation throughput (token/s).", 0.0)
             if spec is not None:
-                drafts = sum(e.stats.num_drafts for e in engines)
-                accepted = sum(e.stats.num_accepted_tokens for e in engines)
-                draft_tokens = sum(e.stats.num_draft_tokens for e in engines)
-                b.gauge(
-                    "sglang:spec_accept_length",
+                drafts, accepted = total.num_drafts, total.num_accepted_tokens
+                draft_tokens = total.num_draft_tokens
+                gauge(
+                    "spec_accept_length",
                     "The average acceptance length of speculative decoding.",
-                    lab,
-                    [(rows[0], (accepted + drafts) / drafts if drafts else 0.0)],
+                    (accepted + drafts) / drafts if drafts else 0.0,
                 )
-                b.gauge(
-                    "sglang:spec_accept_rate",
+                gauge(
+                    "spec_accept_rate",
                     "The average acceptance rate of speculative decoding.",
-                    lab,
-                    [(rows[0], accepted / draft_tokens if draft_tokens else 0.0)],
+                    accepted / draft_tokens if draft_tokens else 0.0,
                 )
-            b.counter(
-                "sglang:prompt_tokens",
-                "Number of prefill tokens processed.",
-                lab,
-                [(rows[0], sum(e.stats.prompt_tokens for e in engines))],
-            )
-            b.counter(
-                "sglang:generation_tokens",
-                "Number of generation tokens processed.",
-                lab,
-                [(rows[0], sum(e.stats.generation_tokens for e in engines))],
-            )
-            for name, doc, bounds, attr in (
+            for name, doc, value in (
+                ("prompt_tokens", "Number of prefill tokens processed.", total.prompt_tokens),
                 (
-                    "sglang:time_to_first_token_seconds",
-                    "Histogram of time to first token in seconds.",
-                    TTFT_BUCKETS,
-                    "ttft",
+                    "generation_tokens",
+                    "Number of generation tokens processed.",
+                    total.generation_tokens,
                 ),
-                (
-                    "sglang:inter_token_latency_seconds",
-                    "Histogram of inter-token latency in seconds.",
-                    ITL_BUCKETS,
-                    "itl",
-                ),
-                (
-                    "sglang:e2e_request_latency_seconds",
-                    "Histogram of End-to-end request latency in seconds",
-                    E2E_BUCKETS,
-                    "e2e",
-                ),
+                ("cached_tokens", "Number of cached prompt tokens.", total.prefix_cache_hits),
             ):
-                counts = [0] * (len(bounds) + 1)
-                sums = 0.0
-                for e in engines:
-                    h = getattr(e.stats, attr)
-                    counts = [a + c for a, c in zip(counts, h.cumulative(), strict=True)]
-                    sums += h.total
-                b.histogram(name, doc, lab, [(rows[0], bounds, counts, sums)])
+                b.counter(f"sglang:{name}", doc, lab, [(row, value)])
+            for name, what, attr in LATENCY_HISTOGRAMS:
+                # SGLang's e2e help has its own wording (and no full stop).
+                doc = _E2E_DOC if attr == "e2e" else f"Histogram of {what} in seconds."
+                b.histogram(f"sglang:{name}", doc, lab, [(row, getattr(total, attr))])
 
         return exposition.render(self.server.started_unix, build)
+
+
+_E2E_DOC: Final = "Histogram of End-to-end request latency in seconds"
+
+
+def _sum(engines: Sequence[Engine], attr: str) -> float:
+    return float(sum(getattr(e, attr) for e in engines))
 
 
 def make_app(server: EmulatorServer) -> SglangApp:

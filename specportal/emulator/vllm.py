@@ -21,10 +21,8 @@ from typing import Any, Final
 
 from specportal.emulator import exposition
 from specportal.emulator.engine import (
-    E2E_BUCKETS,
     FINISH_REASONS,
-    ITL_BUCKETS,
-    TTFT_BUCKETS,
+    LATENCY_HISTOGRAMS,
     EmulatedSequence,
     Engine,
     EngineConfig,
@@ -688,39 +686,12 @@ class VllmApp:
                     for reason in FINISH_REASONS
                 ],
             )
-            for name, doc, bounds, attr in (
-                (
-                    "vllm:time_to_first_token_seconds",
-                    "Histogram of time to first token in seconds.",
-                    TTFT_BUCKETS,
-                    "ttft",
-                ),
-                (
-                    "vllm:inter_token_latency_seconds",
-                    "Histogram of inter-token latency in seconds.",
-                    ITL_BUCKETS,
-                    "itl",
-                ),
-                (
-                    "vllm:e2e_request_latency_seconds",
-                    "Histogram of e2e request latency in seconds.",
-                    E2E_BUCKETS,
-                    "e2e",
-                ),
-            ):
+            for name, what, attr in LATENCY_HISTOGRAMS:
                 b.histogram(
-                    name,
-                    doc,
+                    f"vllm:{name}",
+                    f"Histogram of {what} in seconds.",
                     base,
-                    [
-                        (
-                            labels(e),
-                            bounds,
-                            getattr(e.stats, attr).cumulative(),
-                            getattr(e.stats, attr).total,
-                        )
-                        for e in engines
-                    ],
+                    [(labels(e), getattr(e.stats, attr)) for e in engines],
                 )
             if spec is not None:
                 b.counter(

@@ -15,7 +15,10 @@ cache instead of computing them. A warm arm beside a cold one inflates throughpu
   is a measured 0.0 (no prompt token came from a cache), not "unavailable".
 * **SGLang**: Σ ``meta_info.cached_tokens`` / Σ ``meta_info.prompt_tokens`` over the measured
   ``/generate`` responses; on the OpenAI routes Σ ``usage.prompt_tokens_details.cached_tokens`` /
-  Σ ``usage.prompt_tokens``, which SGLang sends only with ``--enable-cache-report``. The
+  Σ ``usage.prompt_tokens``, which SGLang sends only with ``--enable-cache-report``; failing
+  both, Δ``sglang:cached_tokens_total`` / Δ``sglang:prompt_tokens_total`` around the run (with
+  ``--enable-metrics``; both count a request's tokens when it finishes, the prompt counter the
+  whole prompt, cached tokens included; summed over labels such as ``cache_source``). The
   ``sglang:cache_hit_rate`` gauge is the rate of the most recent prefill batch (a
   ``mostrecent`` gauge), not a total over the run, so it is not used.
 * **llama.cpp**: Σ ``timings.cache_n`` / Σ (``timings.cache_n`` + ``timings.prompt_n``) over the
@@ -44,6 +47,7 @@ from specportal.loadgen.scrape import Samples, total
 # Short, stable names of where a hit rate came from (``summary.prefix_cache_source``).
 SOURCE_VLLM_COUNTERS: Final = "vllm:prefix_cache counter deltas"
 SOURCE_SGLANG_META: Final = "sglang meta_info.cached_tokens"
+SOURCE_SGLANG_COUNTERS: Final = "sglang:cached_tokens counter deltas"
 SOURCE_LLAMACPP_TIMINGS: Final = "llama.cpp timings.cache_n"
 SOURCE_USAGE_DETAILS: Final = "usage.prompt_tokens_details.cached_tokens"
 
@@ -51,6 +55,8 @@ VLLM_QUERIES: Final = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache
 VLLM_HITS: Final = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 VLLM_PROMPT_TOKENS: Final = "vllm:prompt_tokens_total"
 LLAMACPP_CACHED: Final = "llamacpp:prompt_tokens_cached_total"
+SGLANG_CACHED: Final = "sglang:cached_tokens_total"
+SGLANG_PROMPT_TOKENS: Final = "sglang:prompt_tokens_total"
 
 
 def _first_total(samples: Samples, names: Sequence[str]) -> float | None:
@@ -182,6 +188,31 @@ def _vllm(
     return out
 
 
+def _sglang_counters(
+    records: Sequence[RequestRecord], before: Samples | None, after: Samples | None
+) -> dict[str, Any] | None:
+    """Δ cached / Δ prompt tokens from SGLang's counters; None when they are not exposed."""
+    if before is None or after is None:
+        return None
+    cached = _delta(before, after, (SGLANG_CACHED,))
+    prompt = _delta(before, after, (SGLANG_PROMPT_TOKENS,))
+    if cached is None or prompt is None:
+        return None
+    out = unavailable("sglang", "")
+    out.update(
+        source=SOURCE_SGLANG_COUNTERS,
+        hit_tokens=cached,
+        query_tokens=prompt,
+        requests_counted=len(records),
+        reason=None,
+    )
+    if prompt > 0:
+        out["hit_rate"] = cached / prompt
+    else:
+        out.update(source=None, reason="no prompt was processed during the run")
+    return out
+
+
 def compute_prefix_cache(
     engine: str | None,
     records: Sequence[RequestRecord],
@@ -209,10 +240,13 @@ def compute_prefix_cache(
     for source in (own, SOURCE_USAGE_DETAILS):
         if source is not None and found is None:
             found = _from_records(engine, source, measured)
+    if found is None and engine == "sglang":
+        found = _sglang_counters(measured, before, after)
     if found is None:
         reason = {
             "sglang": "no response carried meta_info.cached_tokens (/generate) or "
-            "usage.prompt_tokens_details (OpenAI routes need SGLang's --enable-cache-report)",
+            "usage.prompt_tokens_details (OpenAI routes need SGLang's --enable-cache-report), "
+            "and /metrics had no sglang:cached_tokens_total (needs --enable-metrics)",
             "llamacpp": "no response carried timings.cache_n",
         }.get(engine or "", "the engine is unknown and no response carried cached-token counts")
         return unavailable(engine, reason)

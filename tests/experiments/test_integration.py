@@ -140,6 +140,7 @@ def test_interleaved_experiment_runs_end_to_end_on_two_emulated_hosts(
     for run in runs:
         assert run.engine_report["/version"] == {"version": "0.30.0"}
         assert run.mismatches == []
+        assert "/proposal/method" in {c["path"] for c in run.engine_checked}
         assert run.command[1:5] == ["-m", "specportal", "emulate", "--flavor"]
         assert ("--speculative-config" in run.command) == (run.arm.label != "baseline")
         assert run.summary is not None
@@ -418,14 +419,19 @@ def test_an_endpoint_host_is_measured_without_launching_anything(
     wait_for(
         lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 60, "the endpoint", _logs(processes)
     )
-    # when an experiment runs on it
+    # when an experiment runs on it (arms that differ only in sampling, sent with each request:
+    # arms that differ in what is served may not share an endpoint, see test_endpoint_hosts)
+    warm, _ = configuration_create(
+        document={**copy.deepcopy(BASELINE), "sampling": {"temperature": 0.7}}, name="warm"
+    )
     experiment_id = _create(
         setup,
-        candidates=[setup.ngram.pk],
-        labels=["baseline", "ngram"],
+        candidates=[warm.pk],
+        labels=["baseline", "warm"],
         loads=[{"name": "c1", "concurrency": 1, "requests": 2}],
         hosts=["gpu-e"],
         repetitions=1,
+        arms_difference_reason="sampling only: one server",
     )
     wait_for(lambda: _finished(experiment_id), 120, "the experiment to finish", _logs(processes))
     # then the agent recorded the server's self-report and launched nothing
@@ -435,6 +441,8 @@ def test_an_endpoint_host_is_measured_without_launching_anything(
         assert run.command == []
         assert run.engine_report["/version"] == {"version": "0.30.0"}
         assert run.engine_report["/v1/models"]["data"][0]["id"] == BASELINE["target"]["model"]
+        assert run.mismatches == []
+        assert {c["path"] for c in run.engine_checked} == {"/engine_build/version", "/target/model"}
         assert RequestRecord.objects.filter(run=run).count() == 2
 
 

@@ -189,3 +189,7 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
         rates = {r.arm.label: r.prefix_cache_hit_rate for r in runs if r.cell == cell}
         flags = page.locator(f'#cells tr[data-cell="{cell}"] .prefix-cache-flag').count()
         assert flags == (2 if compare_arms(rates).flagged else 0), (cell, rates)
+    # what the engine said about itself, against the configuration, beside each run
+    agrees = page.locator("#runs tr[data-sequence] .checked").all_inner_texts()
+    assert agrees == [f"self-report agrees ({len(r.engine_checked)} checked)" for r in runs]
+    assert all(r.mismatches == [] and len(r.engine_checked) >= 5 for r in runs)

@@ -83,3 +83,9 @@ def test_saved_vllm_result_is_read_back_as_the_load_generators_result(
     assert result["summary"]["completed"] == 4
     assert len(result["requests"]) == 4
     assert all(r["chunk_times"] for r in result["requests"])
+    # vLLM's file has no server counters: the agent scraped /metrics around the command
+    pc = result["prefix_cache"]
+    assert pc["source"] == "vllm:prefix_cache counter deltas"
+    assert pc["query_tokens"] == sum(r["prompt_tokens"] for r in result["requests"]) == 4 * 32
+    assert result["summary"]["prefix_cache_hit_rate"] == pc["hit_rate"] is not None
+    assert "initial test prompt" in pc["caveat"]

@@ -14,6 +14,7 @@ from specportal.loadgen import BenchConfig, Result, run_benchmark
 from specportal.loadgen.endpoints import EndpointKind
 from specportal.loadgen.prefixcache import (
     SOURCE_LLAMACPP_TIMINGS,
+    SOURCE_SGLANG_COUNTERS,
     SOURCE_SGLANG_META,
     SOURCE_USAGE_DETAILS,
     SOURCE_VLLM_COUNTERS,
@@ -147,6 +148,20 @@ def test_sglang_openai_route_with_cache_report_reads_usage_details(
     assert pc["hit_tokens"] == sum(cached) > 0
     assert cached[:2] == [0, 0]  # the first occurrences are cold
     assert pc["hit_rate"] == pytest.approx(sum(cached) / measured_prompt_tokens(result))
+
+
+def test_sglang_openai_route_falls_back_to_the_cached_tokens_counter(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator("sglang", "--model-path", "M", "--enable-metrics", *FAST)
+    result = bench(emulator.url, "openai-completions", "sglang", repeated_prompts(2, 2))
+    pc = result.prefix_cache
+    assert result.summary["completed"] == 4
+    assert pc["source"] == SOURCE_SGLANG_COUNTERS
+    # the counters cover the measured prompts only; the repeats hit their six full blocks
+    assert pc["query_tokens"] == measured_prompt_tokens(result) == 4 * PROMPT_LEN
+    assert pc["hit_tokens"] == 2 * 96
+    assert pc["hit_rate"] == pytest.approx(192 / 400)
 
 
 @pytest.mark.parametrize("kind", ["llamacpp-completion", "llamacpp-openai-chat"])

@@ -1,0 +1,275 @@
+"""Endpoint hosts: one server already running, so arms that differ may not share one, and a server
+that is not the arm's configuration is refused rather than measured.
+
+The start refusal goes through the API; the agent's refusal runs end to end on real parts (the
+live portal, PostgreSQL, Redis, a portal Celery worker, agents, emulated SGLang servers on
+loopback), because SGLang's ``/get_server_info`` reports the speculation in force over HTTP.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from django.test import Client
+
+from experiments.models import Experiment, RequestRecord, Run
+from runs.models import GpuHost
+from runs.services import configuration_create
+from tests.experiments.conftest import OBJECTIVES, REVISION, Setup, api_as, register_host
+from tests.experiments.harness import (
+    Process,
+    free_port,
+    redis_url_for_tests,
+    start_agent,
+    start_portal_worker,
+    subprocess_env,
+    use_broker,
+    wait_for,
+)
+
+WORKLOAD = {"name": "chat", "dataset_name": "bundled", "category": "chat", "output_len": 16}
+SGLANG: dict[str, Any] = {
+    "schema": 1,
+    "engine": "sglang",
+    "engine_build": {"version": "0.5.6"},
+    "target": {
+        "model_path": "meta-llama/Llama-3.1-8B-Instruct",
+        "revision": REVISION,
+        "context_length": 8192,
+    },
+    "proposal": {
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+    },
+    "sampling": {"temperature": 0},
+}
+SAMPLING_REASON = "a sampling study: one server, temperature per request"
+
+
+def _experiment(setup: Setup, hosts: list[str], **changes: Any) -> tuple[Any, int]:
+    body: dict[str, Any] = {
+        "name": "endpoint",
+        "baseline": setup.baseline.pk,
+        "candidates": [setup.ngram.pk],
+        "labels": ["baseline", "ngram"],
+        "workloads": [WORKLOAD],
+        "loads": [{"name": "c1", "concurrency": 1, "requests": 2}],
+        "objectives": copy.deepcopy(OBJECTIVES),
+        "hosts": hosts,
+        "repetitions": 1,
+    }
+    body.update(changes)
+    api = api_as(setup.experimenter)
+    created = api.post("/api/v1/experiments/", body, format="json")
+    assert created.status_code == 201, created.json()
+    return api, int(created.json()["id"])
+
+
+def test_arms_that_differ_are_refused_on_an_endpoint_host_naming_arms_and_paths(
+    setup: Setup,
+) -> None:
+    register_host("gpu-e", mode=GpuHost.Mode.ENDPOINT, base_url="http://127.0.0.1:9/")
+    api, experiment_id = _experiment(setup, ["gpu-e"])
+    refused = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "refused"
+    (message,) = error["fields"]["hosts.gpu-e"]
+    assert message.startswith(
+        "arms baseline and ngram differ at /proposal/method, /proposal/num_speculative_tokens, "
+        "/proposal/prompt_lookup_max, but an endpoint host serves one configuration"
+    )
+    experiment = Experiment.objects.get(pk=experiment_id)
+    assert experiment.status == Experiment.Status.DRAFT
+    assert experiment.locked_at is None
+    assert not Run.objects.filter(experiment=experiment).exclude(status="planned").exists()
+
+
+def test_an_endpoint_host_without_a_cell_does_not_refuse_the_start(setup: Setup) -> None:
+    # One cell, two hosts: the cell goes to gpu-a (hosts are dealt cells in name order).
+    register_host("gpu-z", mode=GpuHost.Mode.ENDPOINT, base_url="http://127.0.0.1:9/")
+    api, experiment_id = _experiment(setup, ["gpu-a", "gpu-z"])
+    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+    assert started.status_code == 200, started.json()
+    assert {r.host.name for r in Run.objects.filter(experiment_id=experiment_id)} == {"gpu-a"}
+
+
+def test_arms_that_differ_only_in_sampling_may_share_an_endpoint_host(setup: Setup) -> None:
+    warm, _ = configuration_create(
+        document={**copy.deepcopy(setup.baseline.document), "sampling": {"temperature": 0.7}},
+        name="warm",
+    )
+    register_host("gpu-e", mode=GpuHost.Mode.ENDPOINT, base_url="http://127.0.0.1:9/")
+    api, experiment_id = _experiment(
+        setup,
+        ["gpu-e"],
+        candidates=[warm.pk],
+        labels=["t0", "t07"],
+        arms_difference_reason=SAMPLING_REASON,
+    )
+    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+    assert started.status_code == 200, started.json()
+
+
+# --- end to end: the agent refuses to measure a server that is not the arm's configuration ------
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    url = redis_url_for_tests()
+    redis.Redis.from_url(url).flushdb()
+    use_broker(url)
+    yield url
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Process]]:
+    started: list[Process] = []
+    yield started
+    for process in started:
+        process.stop()
+
+
+def _sglang_server(name: str, port: int, tmp_path: Path, *args: str) -> Process:
+    return Process(
+        name,
+        [
+            sys.executable, "-m", "specportal", "emulate", "--flavor", "sglang",
+            "--emu-step-ms", "10", "--model-path", SGLANG["target"]["model_path"],
+            "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", SGLANG["proposal"]["speculative_draft_model_path"],
+            "--speculative-eagle-topk", "1", "--port", str(port), *args,
+        ],
+        subprocess_env(),
+        tmp_path,
+    )  # fmt: skip
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_an_endpoint_serving_another_window_fails_its_runs_and_another_context_is_flagged(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    # given two SGLang servers already running: one drafts 2 steps where the arms say 3, the
+    # other drafts as configured but holds a 4096-token context where the arms say 8192
+    ports = {"sgl-x": free_port(), "sgl-y": free_port()}
+    processes.append(
+        _sglang_server(
+            "server-x", ports["sgl-x"], tmp_path,
+            "--speculative-num-steps", "2", "--speculative-num-draft-tokens", "3",
+            "--context-length", "8192",
+        )
+    )  # fmt: skip
+    processes.append(
+        _sglang_server(
+            "server-y", ports["sgl-y"], tmp_path,
+            "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4",
+            "--context-length", "4096",
+        )
+    )  # fmt: skip
+    engines = {"sglang": ["0.5.6"]}
+    processes.append(start_portal_worker(broker, tmp_path))
+    for name, port in ports.items():
+        _host, token = register_host(
+            name, mode=GpuHost.Mode.ENDPOINT, base_url=f"http://127.0.0.1:{port}", engines=engines
+        )
+        processes.append(
+            start_agent(name, token, live_server.url, broker, tmp_path, engines=engines)
+        )
+
+    def logs() -> str:
+        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
+
+    urls = [f"http://127.0.0.1:{port}" for port in ports.values()]
+    wait_for(lambda: all(_healthy(url) for url in urls), 60, "the servers", logs)
+    # and two arms that differ only in sampling (so they may share a server)
+    t0, _ = configuration_create(document=copy.deepcopy(SGLANG), name="t0")
+    t07, _ = configuration_create(
+        document={**copy.deepcopy(SGLANG), "sampling": {"temperature": 0.7}}, name="t07"
+    )
+    # when an experiment deals one cell to each server
+    api, experiment_id = _experiment(
+        setup,
+        ["sgl-x", "sgl-y"],
+        baseline=t0.pk,
+        candidates=[t07.pk],
+        labels=["t0", "t07"],
+        loads=[
+            {"name": "c1", "concurrency": 1, "requests": 2},
+            {"name": "c2", "concurrency": 2, "requests": 2},
+        ],
+        arms_difference_reason=SAMPLING_REASON,
+    )
+    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+    assert started.status_code == 200, started.json()
+    wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
+        180,
+        "the experiment to finish",
+        logs,
+    )
+    runs = list(Run.objects.filter(experiment_id=experiment_id).select_related("host"))
+    on = {name: [r for r in runs if r.host.name == name] for name in ports}
+    assert {len(v) for v in on.values()} == {2}
+    # then the server drafting another window is not measured: each run fails with the mismatch
+    for run in on["sgl-x"]:
+        assert run.status == Run.Status.FAILED, run.error
+        assert "the endpoint does not serve this arm's configuration" in run.error
+        assert (
+            "/proposal/speculative_num_steps: configured 3, the engine reports 2 "
+            "(GET /get_server_info .speculative_num_steps)"
+        ) in run.error
+        assert {m["path"] for m in run.mismatches} == {
+            "/proposal/speculative_num_steps",
+            "/proposal/speculative_num_draft_tokens",
+        }
+        assert run.command == []
+        assert not RequestRecord.objects.filter(run=run).exists()
+    # and the server with another context is measured, its runs flagged (not a defining setting)
+    for run in on["sgl-y"]:
+        assert run.status == Run.Status.DONE, run.error
+        assert RequestRecord.objects.filter(run=run).count() == 2
+        assert run.mismatches == [
+            {
+                "path": "/target/context_length",
+                "configured": 8192,
+                "reported": 4096,
+                "source": "GET /get_server_info .context_length",
+            },
+            {
+                "path": "/target/context_length",
+                "configured": 8192,
+                "reported": 4096,
+                "source": "GET /v1/models data[].max_model_len",
+            },
+        ]
+        checked = {c["path"] for c in run.engine_checked}
+        assert {"/proposal/speculative_num_steps", "/target/model_path"} <= checked
+    # and the experiment page lists each mismatch beside its run
+    client = Client()
+    client.force_login(setup.viewer)
+    html = client.get(f"/experiments/{experiment_id}/").content.decode()
+    assert html.count('<li data-path="/target/context_length">') == 4
+    assert html.count('<li data-path="/proposal/speculative_num_steps">') == 2
+    assert (
+        "<code>/target/context_length</code>: configured 8192, the engine reports 4096 "
+        "<small>(GET /get_server_info .context_length)</small>"
+    ) in html
