@@ -4,8 +4,9 @@ The seeds' "read the init line first": an engine reports the settings *in force*
 always the ones you think you set (an environment variable, a later flag, a clamp, a default that
 changed between versions). The agent reads the engine's self-report once it is healthy:
 
-* its HTTP endpoints (:data:`SELF_REPORT_PATHS`): vLLM ``/version`` and ``/v1/models``, SGLang
-  ``/get_server_info`` and ``/v1/models``, llama.cpp ``/props``, ``/slots`` and ``/v1/models``;
+* its HTTP endpoints (:data:`SELF_REPORT_PATHS`): vLLM ``/version``, ``/v1/models`` and
+  ``/metrics`` (:func:`metrics_facts`), SGLang ``/get_server_info`` and ``/v1/models``, llama.cpp
+  ``/props``, ``/slots`` and ``/v1/models``;
 * on a managed host, the engine's own start-up log (:func:`parse_log`): vLLM's
   ``non-default args: {...}`` line and its ``Initializing a V1 LLM engine (vX) with config: ...``
   line; llama.cpp's ``loading draft model '...'`` line and its window line
@@ -44,7 +45,7 @@ import httpx
 
 # What each engine says about itself over HTTP, and where.
 SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
-    "vllm": ("/version", "/v1/models"),
+    "vllm": ("/version", "/v1/models", "/metrics"),
     "sglang": ("/get_server_info", "/v1/models"),
     "llamacpp": ("/props", "/slots", "/v1/models"),
 }
@@ -66,17 +67,57 @@ MISSING: Final = _Missing()
 
 
 def self_report(base_url: str, engine: str) -> dict[str, Any]:
-    """The engine's own description of itself, path by path (errors recorded, not raised)."""
+    """The engine's own description of itself, path by path (errors recorded, not raised).
+
+    JSON bodies are kept as they are; ``/metrics`` (text) only as :func:`metrics_facts`.
+    """
     report: dict[str, Any] = {}
     with httpx.Client(timeout=10.0) as client:
         for path in SELF_REPORT_PATHS.get(engine, ("/v1/models",)):
             try:
                 response = client.get(base_url + path)
-                body: Any = response.json() if response.status_code == 200 else None
-                report[path] = body if body is not None else {"status": response.status_code}
+                if response.status_code != 200:
+                    report[path] = {"status": response.status_code}
+                elif path == "/metrics":
+                    report[path] = metrics_facts(response.text)
+                else:
+                    body: Any = response.json()
+                    report[path] = body if body is not None else {"status": response.status_code}
             except (httpx.HTTPError, ValueError) as exc:
                 report[path] = {"error": str(exc)}
     return report
+
+
+# vLLM registers its speculative-decoding counters only when a speculative configuration is in
+# force, and the per-position counter with one ``position`` label per draft position
+# (num_speculative_tokens of them) from the start (vllm/v1/spec_decode/metrics.py
+# SpecDecodingProm): the window in force, readable over HTTP before any request.
+VLLM_DRAFTS: Final = "vllm:spec_decode_num_drafts"
+VLLM_PER_POSITION: Final = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def metrics_facts(text: str) -> dict[str, Any]:
+    """What a ``/metrics`` exposition says about speculation: whether vLLM's counters exist,
+    and how many draft positions its per-position counter has."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: set[str] = set()
+    positions: set[str] = set()
+    try:
+        for family in text_string_to_metric_families(text):
+            families.add(family.name)
+            if family.name == VLLM_PER_POSITION:
+                positions.update(
+                    sample.labels["position"]
+                    for sample in family.samples
+                    if "position" in sample.labels and sample.name.endswith("_total")
+                )
+    except ValueError as exc:
+        return {"error": f"unreadable exposition: {exc}"}
+    facts: dict[str, Any] = {"spec_decode": VLLM_DRAFTS in families}
+    if VLLM_PER_POSITION in families:
+        facts["spec_decode_positions"] = len(positions)
+    return facts
 
 
 # --- the engine's log lines ---------------------------------------------------------------------
@@ -415,6 +456,12 @@ def _vllm_method(document: Document) -> Any:
     return proposal.get("method", MISSING)
 
 
+def _speculates(document: Document) -> Any:
+    """The configured method where it is named, else whether there is a proposal at all."""
+    method = _vllm_method(document)
+    return True if method is MISSING else method
+
+
 def _vllm_lookup(which: str) -> Callable[[Document], Any]:
     """vLLM n-gram window: both omitted → 5 and 5; one omitted mirrors the other."""
 
@@ -615,6 +662,21 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
             _engine_config_spec("method"),
             kind="method",
             configured=_vllm_method,
+            defining=True,
+        ),
+        Report(
+            "/proposal/method",
+            f"GET /metrics {VLLM_DRAFTS} registered (speculating at all)",
+            _endpoint("/metrics", "spec_decode"),
+            kind="speculating",
+            configured=_speculates,
+            defining=True,
+        ),
+        Report(
+            "/proposal/num_speculative_tokens",
+            f"GET /metrics {VLLM_PER_POSITION} positions",
+            _endpoint("/metrics", "spec_decode_positions"),
+            kind="int",
             defining=True,
         ),
         Report(

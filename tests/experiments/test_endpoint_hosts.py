@@ -273,3 +273,67 @@ def test_an_endpoint_serving_another_window_fails_its_runs_and_another_context_i
         "<code>/target/context_length</code>: configured 8192, the engine reports 4096 "
         "<small>(GET /get_server_info .context_length)</small>"
     ) in html
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_a_vllm_endpoint_drafting_another_window_is_refused_over_http(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    # given a vLLM server already running n-gram speculation with a window of 2, where the arms'
+    # configuration (the conftest's n-gram arm) says 4
+    port = free_port()
+    processes.append(
+        Process(
+            "vllm-server",
+            [
+                sys.executable, "-m", "specportal", "emulate", "--flavor", "vllm",
+                "--emu-step-ms", "10", setup.ngram.document["target"]["model"],
+                "--speculative-config",
+                '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}',
+                "--port", str(port),
+            ],
+            subprocess_env(),
+            tmp_path,
+        )
+    )  # fmt: skip
+    _host, token = register_host(
+        "vllm-e", mode=GpuHost.Mode.ENDPOINT, base_url=f"http://127.0.0.1:{port}"
+    )
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(start_agent("vllm-e", token, live_server.url, broker, tmp_path))
+
+    def logs() -> str:
+        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
+
+    wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), 60, "the server", logs)
+    warm, _ = configuration_create(
+        document={**copy.deepcopy(setup.ngram.document), "sampling": {"temperature": 0.7}},
+        name="ngram warm",
+    )
+    api, experiment_id = _experiment(
+        setup,
+        ["vllm-e"],
+        baseline=setup.ngram.pk,
+        candidates=[warm.pk],
+        labels=["t0", "t07"],
+        arms_difference_reason=SAMPLING_REASON,
+    )
+    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
+    assert started.status_code == 200, started.json()
+    wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
+        120,
+        "the experiment to finish",
+        logs,
+    )
+    # then no run measured the server: the window its /metrics exposes is not the arms'
+    runs = list(Run.objects.filter(experiment_id=experiment_id))
+    assert [r.status for r in runs] == [Run.Status.FAILED] * 2
+    for run in runs:
+        assert (
+            "/proposal/num_speculative_tokens: configured 4, the engine reports 2 (GET /metrics "
+            "vllm:spec_decode_num_accepted_tokens_per_pos positions)"
+        ) in run.error
+        assert run.engine_report["/metrics"] == {"spec_decode": True, "spec_decode_positions": 2}
+        assert not RequestRecord.objects.filter(run=run).exists()

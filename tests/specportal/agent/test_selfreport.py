@@ -26,6 +26,7 @@ from specportal.agent.selfreport import (
     collect,
     defining,
     describe,
+    metrics_facts,
     mismatches,
     parse_log,
     parse_vllm_config,
@@ -184,6 +185,50 @@ def test_llamacpp_ngram_and_clamp_lines_are_not_the_draft_window() -> None:
         "requested draft size (n_max=16, n_min=0) exceeds the trained block size 8\n"
     )
     assert "llamacpp_speculative_window" not in parse_log("llamacpp", text)
+
+
+# Captured from `specportal emulate --flavor vllm` with an n-gram window of 3 (vLLM registers its
+# speculative counters only when speculating, the per-position one with every position).
+SPECULATING_METRICS = """\
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 0.0
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 0.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 0.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 0.0
+vllm:spec_decode_num_accepted_tokens_per_pos_created{engine="0",model_name="m",position="0"} 1.7e+09
+"""
+PLAIN_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 0.0
+"""
+
+
+def test_vllm_metrics_say_whether_it_speculates_and_with_how_many_positions() -> None:
+    assert metrics_facts(SPECULATING_METRICS) == {"spec_decode": True, "spec_decode_positions": 3}
+    assert metrics_facts(PLAIN_METRICS) == {"spec_decode": False}
+    # an endpoint serving an n-gram window of 3 for a configuration that asks for 4...
+    ngram = vllm_document(method="ngram", num_speculative_tokens=4)
+    found = mismatches(check(ngram, {"/metrics": metrics_facts(SPECULATING_METRICS)}))
+    assert found == [
+        {
+            "path": "/proposal/num_speculative_tokens",
+            "configured": 4,
+            "reported": 3,
+            "source": "GET /metrics vllm:spec_decode_num_accepted_tokens_per_pos positions",
+        }
+    ]
+    # ...or not speculating at all for a candidate, or speculating for the baseline
+    plain = mismatches(check(ngram, {"/metrics": metrics_facts(PLAIN_METRICS)}))
+    assert [(m["path"], m["configured"], m["reported"]) for m in plain] == [
+        ("/proposal/method", "ngram", False)
+    ]
+    baseline = mismatches(check(vllm_document(), {"/metrics": metrics_facts(SPECULATING_METRICS)}))
+    assert [(m["path"], m["reported"]) for m in baseline] == [("/proposal/method", True)]
+    assert defining("vllm", plain + baseline) == plain + baseline
 
 
 # --- checks -------------------------------------------------------------------------------------
@@ -476,3 +521,6 @@ def test_the_emulator_reports_its_own_configuration_and_a_different_window_is_fl
     assert flagged, again.mismatches
     assert all(m["configured"] == value for m in flagged), flagged
     assert flagged[0] in again.defining(engine)
+    if engine == "vllm":
+        # over HTTP too (what an endpoint host has), not only in the log
+        assert any(m["source"].startswith("GET /metrics") for m in flagged), flagged
