@@ -6,9 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specportal.emulator.httpserver import App
-from specportal.emulator.options import EmuOptions
+from specportal.emulator.options import ConfigError, EmuOptions
 from specportal.emulator.server import EmulatorConfig, EmulatorServer
-from specportal.emulator.vllm import ConfigError
 from specportal.engines.flags import EngineArgumentError, parse_engine_argv
 
 __all__ = ["ConfigError", "EngineRefused", "configure"]

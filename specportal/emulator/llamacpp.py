@@ -33,12 +33,11 @@ from specportal.emulator.engine import (
 )
 from specportal.emulator.httpserver import HttpConnection, Request, Response
 from specportal.emulator.openai_compat import StreamFlags
-from specportal.emulator.options import EmuOptions
+from specportal.emulator.options import ConfigError, EmuOptions
 from specportal.emulator.profiles import (
     ACCEPTANCE_PROFILES,
     draft_cost,
     draft_params,
-    kv_capacity_tokens,
 )
 from specportal.emulator.requests import (
     SSE_DONE,
@@ -56,7 +55,6 @@ from specportal.emulator.requests import (
     stop_field,
 )
 from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
-from specportal.emulator.vllm import ConfigError
 
 PINNED_VERSION: Final = "0.3.36+0c1e570"
 # What the pinned build reports as built by ``specportal real-engine`` (build 1, commit 0c1e570);
@@ -169,15 +167,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         startup.append(
             f"common_speculative_init: - n_max={n_max}, n_min={n_min}, p_min={p_min:.2f}"
         )
-    capacity = emu.kv_capacity_tokens or min(
-        ctx,
-        kv_capacity_tokens(
-            profile,
-            gpu_memory_gib=emu.gpu_memory_gib,
-            memory_utilization=0.9,
-            draft_params_b=d_params,
-        ),
-    )
+    capacity = emu.kv_capacity_tokens or min(ctx, emu.kv_capacity(profile, 0.9, d_params))
     engine = EngineConfig(
         profile=profile,
         kv_capacity_tokens=capacity,
@@ -191,12 +181,8 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         lossy_rate=emu.lossy_rate,
         per_token_events=True,
     )
-    version = emu.version or PINNED_VERSION
-    if version != PINNED_VERSION:
-        raise ConfigError(
-            f"--emu-version {version!r}: the llama.cpp flavor emulates {PINNED_VERSION}"
-        )
-    return EmulatorConfig(
+    version = emu.engine_version("llama.cpp", (PINNED_VERSION,))
+    config = EmulatorConfig(
         flavor="llamacpp",
         version=version,
         model=model,
@@ -204,14 +190,9 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         engine=engine,
         host=args.get("host") or "127.0.0.1",
         port=int(args.get("port") or 8080),
-        time_scale=emu.time_scale,
-        seed=emu.seed,
-        startup_delay=emu.startup_delay,
-        faults=emu.faults,
         api_key=args.get("api_key"),
         enable_metrics=bool(args.get("metrics")),
         log_stats_interval=0.0,
-        expose_stats=emu.stats,
         settings={
             "spec_type": ",".join(types) or "none",
             "speculative": spec is not None,
@@ -226,6 +207,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         },
         startup_log=startup,
     )
+    return emu.applied(config)
 
 
 def timings(seq: EmulatedSequence, time_scale: float) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +18,14 @@ from specportal.emulator.profiles import (
     NAMED_PROFILES,
     AcceptanceProfile,
     ModelProfile,
+    kv_capacity_tokens,
     model_profile,
 )
-from specportal.emulator.server import Faults
+from specportal.emulator.server import EmulatorConfig, Faults
+
+
+class ConfigError(Exception):
+    """The engine would refuse to start with these flags (printed as the engine would)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,35 @@ class EmuOptions:
         if self.acceptance_rates:
             return dataclasses.replace(base, rates=self.acceptance_rates)
         return base
+
+    def kv_capacity(self, profile: ModelProfile, utilization: float, draft_params_b: float) -> int:
+        """``--emu-kv-capacity-tokens``, else the tokens the GPU memory left over holds."""
+        return self.kv_capacity_tokens or kv_capacity_tokens(
+            profile,
+            gpu_memory_gib=self.gpu_memory_gib,
+            memory_utilization=utilization,
+            draft_params_b=draft_params_b,
+        )
+
+    def engine_version(self, flavor: str, versions: Sequence[str]) -> str:
+        """``--emu-version``, the first (pinned) one by default; the flavor's others only."""
+        version = self.version or versions[0]
+        if version not in versions:
+            raise ConfigError(
+                f"--emu-version {version!r}: the {flavor} flavor emulates {', '.join(versions)}"
+            )
+        return version
+
+    def applied(self, config: EmulatorConfig) -> EmulatorConfig:
+        """``config`` with what the emulator's own flags set in every flavor."""
+        return dataclasses.replace(
+            config,
+            time_scale=self.time_scale,
+            seed=self.seed,
+            startup_delay=self.startup_delay,
+            faults=self.faults,
+            expose_stats=self.stats,
+        )
 
 
 def _rates(value: str) -> tuple[float, ...]:

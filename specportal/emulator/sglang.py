@@ -31,13 +31,12 @@ from specportal.emulator.engine import (
     total_stats,
 )
 from specportal.emulator.httpserver import HttpConnection, Request, Response
-from specportal.emulator.options import EmuOptions
+from specportal.emulator.options import ConfigError, EmuOptions
 from specportal.emulator.profiles import (
     ACCEPTANCE_PROFILES,
     AcceptanceProfile,
     draft_cost,
     draft_params,
-    kv_capacity_tokens,
     method_family,
 )
 from specportal.emulator.requests import (
@@ -56,7 +55,6 @@ from specportal.emulator.requests import (
     stop_field,
 )
 from specportal.emulator.server import EmulatorConfig, EmulatorServer, log
-from specportal.emulator.vllm import ConfigError
 
 VERSIONS: Final = ("0.5.6",)
 PINNED_VERSION: Final = VERSIONS[0]
@@ -185,15 +183,8 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         )
         d_params = draft_params(method, profile, draft_model)
     fraction = float(args.get("mem_fraction_static") or 0.88)
-    capacity = (
-        int(args.get("max_total_tokens") or 0)
-        or emu.kv_capacity_tokens
-        or kv_capacity_tokens(
-            profile,
-            gpu_memory_gib=emu.gpu_memory_gib,
-            memory_utilization=fraction,
-            draft_params_b=d_params,
-        )
+    capacity = int(args.get("max_total_tokens") or 0) or emu.kv_capacity(
+        profile, fraction, d_params
     )
     context = int(args.get("context_length") or 32768)
     engine = EngineConfig(
@@ -208,11 +199,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         batch_flip_rate=emu.batch_flip_rate,
         lossy_rate=emu.lossy_rate,
     )
-    version = emu.version or PINNED_VERSION
-    if version not in VERSIONS:
-        raise ConfigError(
-            f"--emu-version {version!r}: the SGLang flavor emulates {', '.join(VERSIONS)}"
-        )
+    version = emu.engine_version("SGLang", VERSIONS)
     settings = {
         "model_path": model,
         "revision": args.get("revision"),
@@ -236,7 +223,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         "port": int(args.get("port") or 30000),
         **in_force,
     }
-    return EmulatorConfig(
+    config = EmulatorConfig(
         flavor="sglang",
         version=version,
         model=model,
@@ -245,17 +232,13 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         host=settings["host"],
         port=settings["port"],
         data_parallel_size=dp,
-        time_scale=emu.time_scale,
-        seed=emu.seed,
-        startup_delay=emu.startup_delay,
-        faults=emu.faults,
         api_key=args.get("api_key"),
         enable_metrics=bool(args.get("enable_metrics")),
         log_stats_interval=0.0,
-        expose_stats=emu.stats,
         settings=settings,
         startup_log=startup,
     )
+    return emu.applied(config)
 
 
 _POST_ROUTES = frozenset({"/generate", "/v1/completions", "/v1/chat/completions"})

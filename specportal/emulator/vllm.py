@@ -31,8 +31,8 @@ from specportal.emulator.engine import (
 )
 from specportal.emulator.httpserver import Request, Response
 from specportal.emulator.openai_compat import OpenAISink, StreamFlags, served_model
-from specportal.emulator.options import EmuOptions
-from specportal.emulator.profiles import draft_cost, draft_params, kv_capacity_tokens, method_family
+from specportal.emulator.options import ConfigError, EmuOptions
+from specportal.emulator.profiles import draft_cost, draft_params, method_family
 from specportal.emulator.requests import (
     ESCAPED,
     SSE_DONE,
@@ -54,10 +54,6 @@ VERSIONS: Final = ("0.30.0", "0.27.1")
 PINNED_VERSION: Final = VERSIONS[0]
 
 METHOD_ALIASES: Final = {"[ngram]": "ngram", "eagle-3": "eagle3"}
-
-
-class ConfigError(Exception):
-    """The engine would refuse to start with these flags (printed as the engine would)."""
 
 
 def _log_prefix(level: str = "INFO", where: str = "metrics.py:120") -> str:
@@ -217,12 +213,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         draft_model = shown_spec["model"]
     d_params = draft_params(spec.method, profile, draft_model) if spec else 0.0
     utilization = float(args.get("gpu_memory_utilization") or 0.9)
-    capacity = emu.kv_capacity_tokens or kv_capacity_tokens(
-        profile,
-        gpu_memory_gib=emu.gpu_memory_gib,
-        memory_utilization=utilization,
-        draft_params_b=d_params,
-    )
+    capacity = emu.kv_capacity(profile, utilization, d_params)
     max_model_len = int(args.get("max_model_len") or 32768)
     prefix = args.get("enable_prefix_caching")
     engine = EngineConfig(
@@ -237,11 +228,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         batch_flip_rate=emu.batch_flip_rate,
         lossy_rate=emu.lossy_rate,
     )
-    version = emu.version or PINNED_VERSION
-    if version not in VERSIONS:
-        raise ConfigError(
-            f"--emu-version {version!r}: the vLLM flavor emulates {', '.join(VERSIONS)}"
-        )
+    version = emu.engine_version("vLLM", VERSIONS)
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
     shown = {k: v for k, v in args.items() if v is not None and k != "speculative_config"}
     if shown_spec is not None:
@@ -250,7 +237,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     # the engine core logs the configuration it runs (the line to read first).
     warnings.insert(0, f"{_log_prefix('INFO', 'utils.py:233')} non-default args: {shown!r}")
     warnings.insert(1, engine_config_line(version, args, model, served[0], engine, shown_spec))
-    return EmulatorConfig(
+    config = EmulatorConfig(
         flavor="vllm",
         version=version,
         model=model,
@@ -259,14 +246,9 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         host=args.get("host") or "0.0.0.0",
         port=int(args.get("port") or 8000),
         data_parallel_size=dp,
-        time_scale=emu.time_scale,
-        seed=emu.seed,
-        startup_delay=emu.startup_delay,
-        faults=emu.faults,
         api_key=args.get("api_key"),
         enable_metrics=True,
         log_stats_interval=0.0 if args.get("disable_log_stats") else interval,
-        expose_stats=emu.stats,
         settings={
             "speculative_config": shown_spec,
             "kv_capacity_tokens": capacity,
@@ -274,6 +256,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         },
         startup_log=warnings,
     )
+    return emu.applied(config)
 
 
 # --- errors -----------------------------------------------------------------------------------
