@@ -37,7 +37,7 @@ def run_spec(run: Run) -> dict[str, Any]:
         "attempt": run.attempt,
         "status": run.status,
         "cancel_requested": run.cancel_requested,
-        "lease_seconds": services.LEASE_SECONDS,
+        "lease_seconds": services.lease_seconds(),
         "experiment": {
             "id": experiment.pk,
             "name": experiment.name,

@@ -30,14 +30,8 @@ from specportal.engines.document import diff
 
 log = logging.getLogger(__name__)
 
-# A claim holds this long without a heartbeat; agents heartbeat every 15 s, so a lease survives
-# a few missed beats but a killed agent's run is re-queued within a couple of minutes.
-LEASE_SECONDS: Final = 90
 # Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
 MAX_ATTEMPTS: Final = 2
-# A QUEUED run whose message has not been claimed after this long is published again (a broker
-# restart may have lost it; a duplicate is harmless because claims are conditional).
-STALE_QUEUED_SECONDS: Final = 120
 # Sections of a configuration that must be equal across arms: an experiment compares proposals
 # over one target on one engine build.
 SHARED_SECTIONS: Final = ("engine", "engine_build", "target", "runtime", "sampling")
@@ -428,8 +422,13 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
 # --- the agent's side ---------------------------------------------------------------------------
 
 
+def lease_seconds() -> int:
+    """How long a claim holds without a heartbeat (``SPECPORTAL_LEASE_SECONDS``)."""
+    return int(settings.SPECPORTAL_LEASE_SECONDS)
+
+
 def _lease_deadline() -> Any:
-    return timezone.now() + timedelta(seconds=LEASE_SECONDS)
+    return timezone.now() + timedelta(seconds=lease_seconds())
 
 
 @transaction.atomic
@@ -473,7 +472,7 @@ def run_heartbeat(
     from experiments.checks import host_record_heartbeat
 
     host_record_heartbeat(host=host, inventory=inventory)
-    answer: dict[str, Any] = {"lease_seconds": LEASE_SECONDS, "cancel_requested": False}
+    answer: dict[str, Any] = {"lease_seconds": lease_seconds(), "cancel_requested": False}
     if current_run:
         run_id, attempt = int(current_run.get("id") or 0), int(current_run.get("attempt") or 0)
         renewed = Run.objects.filter(
@@ -562,7 +561,7 @@ def _advance_later(experiment_id: int) -> None:
 
 def runs_republish_stale() -> int:
     """Ring the bell again for QUEUED runs nobody claimed (a restarted broker loses nothing)."""
-    cutoff = timezone.now() - timedelta(seconds=STALE_QUEUED_SECONDS)
+    cutoff = timezone.now() - timedelta(seconds=settings.SPECPORTAL_STALE_QUEUED_SECONDS)
     count = 0
     stale = Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=cutoff).select_related(
         "host"

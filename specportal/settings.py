@@ -195,19 +195,39 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "portal"
-# Every periodic task, in one place (run with ``celery -A specportal.celery_app beat``).
+# --- run state (DESIGN §5) ---------------------------------------------------------------------
+# The production defaults; tests shorten them through the environment (the portal worker, beat
+# and the web process must agree, so they are settings, not constants).
+# A claim holds this long without a heartbeat; agents heartbeat every 15 s, so a lease survives a
+# few missed beats but a killed agent's run is re-queued within a couple of minutes.
+SPECPORTAL_LEASE_SECONDS = env.int("SPECPORTAL_LEASE_SECONDS", default=90)
+# A QUEUED run whose message has not been claimed after this long is published again (a broker
+# restart may have lost it; a duplicate is harmless because claims are conditional).
+SPECPORTAL_STALE_QUEUED_SECONDS = env.int("SPECPORTAL_STALE_QUEUED_SECONDS", default=120)
+
+# Every periodic task, in one place (run with ``celery -A specportal.celery_app beat``); each
+# interval can be set from the environment (SPECPORTAL_BEAT_<NAME>_SECONDS).
 CELERY_BEAT_SCHEDULE = {
     # A QUEUED run whose message was lost (broker restart) is published again.
-    "runs-republish-stale": {"task": "experiments.runs_republish_stale_task", "schedule": 30.0},
+    "runs-republish-stale": {
+        "task": "experiments.runs_republish_stale_task",
+        "schedule": env.float("SPECPORTAL_BEAT_REPUBLISH_SECONDS", default=30.0),
+    },
     # Runs whose agent stopped renewing the lease: re-queued once, then failed.
     "runs-reap-expired-leases": {
         "task": "experiments.runs_reap_expired_leases_task",
-        "schedule": 15.0,
+        "schedule": env.float("SPECPORTAL_BEAT_REAP_SECONDS", default=15.0),
     },
     # Uploads whose ingestion message was lost are ingested anyway.
-    "uploads-ingest-pending": {"task": "experiments.uploads_ingest_pending_task", "schedule": 60.0},
+    "uploads-ingest-pending": {
+        "task": "experiments.uploads_ingest_pending_task",
+        "schedule": env.float("SPECPORTAL_BEAT_INGEST_PENDING_SECONDS", default=60.0),
+    },
     # Hosts whose agent went silent are marked unreachable (and refuse new starts).
-    "hosts-check-health": {"task": "experiments.hosts_check_health_task", "schedule": 30.0},
+    "hosts-check-health": {
+        "task": "experiments.hosts_check_health_task",
+        "schedule": env.float("SPECPORTAL_BEAT_HOST_HEALTH_SECONDS", default=30.0),
+    },
 }
 
 LOGGING = {

@@ -8,12 +8,14 @@ about itself once it is up is :mod:`specportal.agent.selfreport`.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,10 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+
+from specportal.agent import lifeline
+
+_log = logging.getLogger(__name__)
 
 # How long an engine may take to answer /health: model loads on real GPUs take minutes.
 DEFAULT_HEALTH_TIMEOUT_SECONDS: Final = 900.0
@@ -69,6 +75,8 @@ class EngineProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     started_at: float = field(default=0.0)
+    # Stops the engine's process group if the agent dies without stopping it (lifeline.py).
+    watchdog: lifeline.Watchdog | None = None
 
     @property
     def base_url(self) -> str:
@@ -78,6 +86,7 @@ class EngineProcess:
         env = {**os.environ, **self.env_added}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
+        death_hook = lifeline.parent_death_hook()
         try:
             self.process = subprocess.Popen(
                 self.argv,
@@ -85,12 +94,26 @@ class EngineProcess:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # so stop() reaches the engine's own children too
+                preexec_fn=death_hook,  # the engine dies with the agent (lifeline.py)
             )
         except OSError as exc:
             raise EngineFailed(f"could not start {self.argv[0]}: {exc}") from exc
         finally:
             log.close()
         self.started_at = time.monotonic()
+        try:
+            self.watchdog = lifeline.Watchdog.start(
+                self.process.pid, STOP_GRACE_SECONDS, self.log_path
+            )
+        except OSError as exc:
+            _log.warning("no watchdog for engine pid %s: %s", self.process.pid, exc)
+        _log.info(
+            "engine pid %s started from thread %s; parent-death signal %s; watchdog pid %s",
+            self.process.pid,
+            threading.current_thread().name,
+            "requested" if death_hook else "not available",
+            self.watchdog.pid if self.watchdog else None,
+        )
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -136,4 +159,7 @@ class EngineProcess:
                 self.process.wait()
             except ProcessLookupError:
                 pass
+        if self.watchdog is not None:
+            self.watchdog.release()
+            self.watchdog = None
         return self.process.returncode

@@ -53,6 +53,9 @@ class AgentSettings:
     # The inventory is collected at start and again this often (0: never again).
     inventory_refresh_seconds: float = DEFAULT_INVENTORY_REFRESH_SECONDS
     vllm_bench_command: str = "vllm bench serve"
+    # The port managed engines listen on; None: a free port per run. Real hosts often expose one
+    # fixed port; if something else holds it, the engine fails with its own "address in use".
+    engine_port: int | None = None
 
 
 def inventory(settings: AgentSettings) -> dict[str, Any]:
@@ -311,7 +314,7 @@ class Executor:
         from specportal.agent.launching import engine_command
 
         config = spec["configuration"]
-        port = free_port()
+        port = self.settings.engine_port or free_port()
         argv, env, executable_len = engine_command(config["document"], port)
         env_added = dict(env)
         if spec["experiment"]["cache_policy"] == "reset_cache" and config["engine"] == "vllm":

@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='the optional runner for workloads with "runner": "vllm-bench-serve"',
     )
     parser.add_argument(
+        "--engine-port",
+        type=int,
+        default=None,
+        help="the port managed engines listen on (default: a free port for each run)",
+    )
+    parser.add_argument(
         "--visibility-timeout",
         type=int,
         default=int(
@@ -141,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         sglang_python=args.sglang_python or None,
         inventory_refresh_seconds=args.inventory_refresh_seconds,
         vllm_bench_command=args.vllm_bench_command,
+        engine_port=args.engine_port,
     )
     broker, options = broker_connection(args.broker, args.broker_dir, args.visibility_timeout)
     app, heartbeat = make_app(settings, broker_url=broker, transport_options=options)

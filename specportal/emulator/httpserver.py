@@ -268,8 +268,13 @@ def _dechunk(buf: bytearray, start: int) -> tuple[bytes, int] | None:
         pos += size + 2
 
 
-async def serve(app: App, host: str, port: int) -> asyncio.Server:
+async def serve(
+    app: App, host: str, port: int, sock: socket.socket | None = None
+) -> asyncio.Server:
+    """Listen on ``host:port``, or on ``sock`` when the caller bound it already."""
     loop = asyncio.get_running_loop()
+    if sock is not None:
+        return await loop.create_server(lambda: HttpConnection(app), sock=sock, backlog=1024)
     return await loop.create_server(
         lambda: HttpConnection(app), host, port, reuse_address=True, backlog=1024
     )

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import itertools
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +29,25 @@ from specportal.emulator.httpserver import App, serve
 
 # Exit status of ``--emu-exit-after``: a crash, as a supervisor sees it.
 EXIT_AFTER_STATUS: Final = 3
+# What each engine prints when its port is taken, and its exit status. vLLM binds its socket
+# before loading the model (``create_server_socket``) and dies with the bare OSError; SGLang's
+# uvicorn binds after loading and logs asyncio's wording; llama-server binds before loading.
+BIND_FAILED: Final = {
+    "vllm": "OSError: [Errno 98] Address already in use",
+    "sglang": (
+        "ERROR:    [Errno 98] error while attempting to bind on address ('{host}', {port}): "
+        "address already in use"
+    ),
+    "llamacpp": (
+        "srv         start: couldn't bind HTTP server socket, hostname: {host}, port: {port}\n"
+        "srv          main: exiting due to HTTP server error"
+    ),
+}
+BIND_FAILED_STATUS: Final = 1
+
+
+class BindFailed(Exception):
+    """The port is taken: the engine's own message (``BIND_FAILED``)."""
 
 
 @dataclass(frozen=True)
@@ -167,10 +188,14 @@ async def _run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     listener = None
-    # llama-server answers 503 while loading; vLLM and SGLang accept no connection until ready.
+    early: socket.socket | None = None
+    # llama-server answers 503 while loading; vLLM and SGLang accept no connection until ready
+    # (vLLM holds its port from the start, without listening).
     serve_while_loading = config.flavor == "llamacpp"
     if serve_while_loading:
-        listener = await serve(app, config.host, config.port)
+        listener = await _serve_or_fail(config, app)
+    elif config.flavor == "vllm":
+        early = _bind_or_fail(config)
     if config.startup_delay > 0:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), config.startup_delay)
@@ -180,7 +205,7 @@ async def _run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]
     for engine in server.engines:
         engine.clock = server.clock
     if listener is None:
-        listener = await serve(app, config.host, config.port)
+        listener = await _serve_or_fail(config, app, early)
     log(
         f"emulator: {config.flavor} {config.version} serving {config.model_name} on "
         f"http://{config.host}:{config.port} (emulated engine)"
@@ -193,6 +218,35 @@ async def _run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]
     if stats_task is not None:
         stats_task.cancel()
     listener.close()
+
+
+def _bind_failed(config: EmulatorConfig) -> BindFailed:
+    template = BIND_FAILED.get(config.flavor, BIND_FAILED["sglang"])
+    return BindFailed(template.format(host=config.host, port=config.port))
+
+
+def _bind_or_fail(config: EmulatorConfig) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise _bind_failed(config) from exc
+        raise
+    return sock
+
+
+async def _serve_or_fail(
+    config: EmulatorConfig, app: App, sock: socket.socket | None = None
+) -> asyncio.Server:
+    try:
+        return await serve(app, config.host, config.port, sock=sock)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise _bind_failed(config) from exc
+        raise
 
 
 async def _log_loop(interval: float, log_stats: Callable[[], None]) -> None:
@@ -210,5 +264,9 @@ def run(config: EmulatorConfig, make_app: Callable[[EmulatorServer], App]) -> in
     gc.set_threshold(20_000, 50, 100)
     # The standard loop, not uvloop: uvloop's clock has millisecond resolution, which the step
     # schedule (and its lateness figures) cannot afford (measured: README, "Performance").
-    asyncio.run(_run(config, make_app))
+    try:
+        asyncio.run(_run(config, make_app))
+    except BindFailed as exc:
+        print(str(exc), file=sys.stderr, flush=True)
+        return BIND_FAILED_STATUS
     return 0

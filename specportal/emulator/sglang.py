@@ -202,6 +202,7 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     version = emu.engine_version("SGLang", VERSIONS)
     settings = {
         "model_path": model,
+        "revision": args.get("revision"),
         "tokenizer_path": args.get("tokenizer_path") or model,
         "served_model_name": served,
         "tp_size": tp,

@@ -142,6 +142,60 @@ def spec_from_args(
     return config, shown
 
 
+def engine_config_line(
+    version: str,
+    args: dict[str, Any],
+    model: str,
+    served: str,
+    engine: EngineConfig,
+    shown_spec: dict[str, Any] | None,
+) -> str:
+    """vLLM's ``Initializing a V1 LLM engine (vX) with config: ...`` line: ``VllmConfig.__str__``
+    (some values repr'd, some bare) with ``SpeculativeConfig.__repr__`` for the speculation."""
+    speculative = "None"
+    if shown_spec is not None and engine.spec is not None:
+        method = shown_spec.get("method")
+        draft = None if method in ("ngram", "suffix") else shown_spec.get("model")
+        speculative = (
+            f"SpeculativeConfig(method={method!r}, model={draft!r}, "
+            f"num_spec_tokens={engine.spec.num_speculative_tokens})"
+        )
+    seed = args.get("seed")
+    fields = [
+        f"model={model!r}",
+        f"speculative_config={speculative}",
+        f"tokenizer={args.get('tokenizer') or model!r}",
+        "skip_tokenizer_init=False",
+        "tokenizer_mode=auto",
+        f"revision={args.get('revision')}",
+        f"tokenizer_revision={args.get('tokenizer_revision')}",
+        f"trust_remote_code={bool(args.get('trust_remote_code'))}",
+        "dtype=torch.bfloat16",
+        f"max_seq_len={engine.max_model_len}",
+        "download_dir=None",
+        "load_format=auto",
+        f"tensor_parallel_size={int(args.get('tensor_parallel_size') or 1)}",
+        f"pipeline_parallel_size={int(args.get('pipeline_parallel_size') or 1)}",
+        f"data_parallel_size={int(args.get('data_parallel_size') or 1)}",
+        "disable_custom_all_reduce=False",
+        f"quantization={args.get('quantization')}",
+        f"enforce_eager={bool(args.get('enforce_eager'))}",
+        "kv_cache_dtype=auto",
+        "device_config=cuda",
+        f"seed={0 if seed is None else int(seed)}",
+        f"served_model_name={served}",
+        f"enable_prefix_caching={engine.enable_prefix_caching}",
+        "enable_chunked_prefill=True",
+        "pooler_config=None",
+        "compilation_config={'level': 3}",
+    ]
+    stamp = datetime.now().strftime("%m-%d %H:%M:%S")  # noqa: DTZ005 - vLLM logs local time
+    return (
+        f"(EngineCore_DP0 pid={os.getpid()}) INFO {stamp} [core.py:77] Initializing a V1 LLM "
+        f"engine (v{version}) with config: {', '.join(fields)}"
+    )
+
+
 def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     """Parsed ``vllm serve`` options (underscore names) → the emulator configuration."""
     model = args.get("model") or args.get("model_tag") or "facebook/opt-125m"
@@ -178,8 +232,10 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
     shown = {k: v for k, v in args.items() if v is not None and k != "speculative_config"}
     if shown_spec is not None:
         shown["speculative_config"] = shown_spec
-    # vLLM logs the arguments that differ from its defaults, with the speculation in force.
+    # vLLM logs the arguments that differ from its defaults, with the speculation in force, then
+    # the engine core logs the configuration it runs (the line to read first).
     warnings.insert(0, f"{_log_prefix('INFO', 'utils.py:233')} non-default args: {shown!r}")
+    warnings.insert(1, engine_config_line(version, args, model, served[0], engine, shown_spec))
     config = EmulatorConfig(
         flavor="vllm",
         version=version,

@@ -103,7 +103,23 @@ class Process:
         self._log.close()
 
 
-def start_portal_worker(broker: str, log_dir: Path) -> Process:
+def run_state_env(*, lease: int = 8, stale: int = 3, beat: float = 1.0) -> dict[str, str]:
+    """Short run-state timings for fault tests, in the environment the portal processes read.
+
+    The live server (this process) must agree: apply them with ``settings`` too
+    (``SPECPORTAL_LEASE_SECONDS`` is what the claim and heartbeat answers use). A lease of a few
+    heartbeats (agents here beat every second) survives a loaded machine; stale QUEUED runs are
+    published again after ``stale`` seconds (duplicates are refused by the conditional claim).
+    """
+    return {
+        "SPECPORTAL_LEASE_SECONDS": str(lease),
+        "SPECPORTAL_STALE_QUEUED_SECONDS": str(stale),
+        "SPECPORTAL_BEAT_REPUBLISH_SECONDS": str(beat),
+        "SPECPORTAL_BEAT_REAP_SECONDS": str(beat),
+    }
+
+
+def start_portal_worker(broker: str, log_dir: Path, env: dict[str, str] | None = None) -> Process:
     return Process(
         "portal-worker",
         [
@@ -122,7 +138,28 @@ def start_portal_worker(broker: str, log_dir: Path) -> Process:
             "--loglevel",
             "INFO",
         ],
-        subprocess_env(CELERY_BROKER_URL=broker),
+        subprocess_env(CELERY_BROKER_URL=broker, **(env or {})),
+        log_dir,
+    )
+
+
+def start_beat(broker: str, log_dir: Path, env: dict[str, str]) -> Process:
+    """``celery beat`` as in production, its schedule file in ``log_dir``, intervals from ``env``."""
+    return Process(
+        "portal-beat",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "specportal.celery_app",
+            "beat",
+            "--schedule",
+            str(log_dir / "celerybeat-schedule"),
+            "--loglevel",
+            "INFO",
+        ],
+        subprocess_env(CELERY_BROKER_URL=broker, **env),
         log_dir,
     )
 
@@ -136,6 +173,7 @@ def start_agent(
     *,
     engines: Any = None,
     env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Process:
     return Process(
         f"agent-{host}",
@@ -160,6 +198,7 @@ def start_agent(
             "1",
             "--health-timeout",
             "60",
+            *extra_args,
         ],
         # Agents get no database credentials: prove it by giving them none.
         {

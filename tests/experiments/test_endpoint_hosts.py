@@ -147,6 +147,7 @@ def _sglang_server(name: str, port: int, tmp_path: Path, *args: str) -> Process:
         [
             sys.executable, "-m", "specportal", "emulate", "--flavor", "sglang",
             "--emu-step-ms", "10", "--model-path", SGLANG["target"]["model_path"],
+            "--revision", REVISION,
             "--speculative-algorithm", "EAGLE3",
             "--speculative-draft-model-path", SGLANG["proposal"]["speculative_draft_model_path"],
             "--speculative-eagle-topk", "1", "--port", str(port), *args,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
-import os
+import re
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +17,6 @@ import pytest
 import redis
 
 from analysis.objectives import objectives_hash
-from experiments import services
 from experiments.models import Experiment, RequestRecord, ResultUpload, Run
 from experiments.planning import rotation
 from runs.models import GpuHost
@@ -28,7 +27,9 @@ from tests.experiments.harness import (
     free_port,
     private_redis,
     redis_url_for_tests,
+    run_state_env,
     start_agent,
+    start_beat,
     start_portal_worker,
     subprocess_env,
     use_broker,
@@ -55,6 +56,15 @@ def processes(tmp_path: Path) -> Iterator[list[Process]]:
     yield started
     for process in started:
         process.stop()
+
+
+@pytest.fixture
+def fast_run_state(settings: Any) -> dict[str, str]:
+    """Short leases and beat intervals: environment for the portal processes, settings here."""
+    env = run_state_env()
+    settings.SPECPORTAL_LEASE_SECONDS = int(env["SPECPORTAL_LEASE_SECONDS"])
+    settings.SPECPORTAL_STALE_QUEUED_SECONDS = int(env["SPECPORTAL_STALE_QUEUED_SECONDS"])
+    return env
 
 
 def _logs(processes: list[Process]) -> Any:
@@ -150,13 +160,27 @@ def test_interleaved_experiment_runs_end_to_end_on_two_emulated_hosts(
     assert isinstance(ngram.acceptance.get("acceptance_rate"), float)
 
 
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (Linux /proc), to clean up an engine a killed agent left."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        text = (task / "children").read_text().split()
-        found.extend(int(p) for p in text)
-    return found
+def _engine_started(agent: Process) -> tuple[int, str] | None:
+    """(engine pid, how it was started) from the agent's log line, once the engine is up."""
+    found = re.findall(
+        r"engine pid (\d+) started from (thread \S+; parent-death signal \w+)", agent.log()
+    )
+    return (int(found[-1][0]), found[-1][1]) if found else None
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie nobody reaped yet counts as gone: it holds no port)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_engine_that_will_not_start_or_dies_mid_run_is_recorded_and_the_host_moves_on(
@@ -199,22 +223,73 @@ def test_engine_that_will_not_start_or_dies_mid_run_is_recorded_and_the_host_mov
     assert runs["dies"].status == Run.Status.INCOMPLETE, runs["dies"].error
     kept = RequestRecord.objects.filter(run=runs["dies"])
     assert kept.filter(success=True).count() >= 2
+    assert runs["dies"].summary is not None
+    assert runs["dies"].summary["completed"] == kept.filter(success=True).count()
+    assert "--emu-fault-exit-after" in runs["dies"].log_excerpt
     assert kept.filter(success=False).exists() or (runs["dies"].requests_total or 0) < 6
     # and the host went on with the baseline (continue policy)
     assert runs["baseline"].status == Run.Status.DONE
     assert Experiment.objects.get(pk=experiment_id).status == Experiment.Status.DONE
 
 
-def test_killed_agent_loses_its_lease_and_the_run_is_requeued_once_without_duplicates(
+def test_engine_port_in_use_fails_the_run_with_the_engines_words_and_frees_the_host(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    # given a host whose engines listen on one fixed port, and something else already there
+    port = free_port()
+    squatter = socket.create_server(("127.0.0.1", port))
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(
+        start_agent(
+            "gpu-a",
+            setup.tokens["gpu-a"],
+            live_server.url,
+            broker,
+            tmp_path,
+            extra_args=("--engine-port", str(port)),
+        )
+    )
+    one_cell: dict[str, Any] = {
+        "candidates": [setup.ngram.pk],
+        "labels": ["baseline", "ngram"],
+        "loads": [{"name": "c1", "concurrency": 1, "requests": 2}],
+        "hosts": ["gpu-a"],
+        "repetitions": 1,
+    }
+    try:
+        # when an experiment that stops at the first failure starts
+        blocked = _create(setup, failure_policy="stop", max_failed_runs=0, **one_cell)
+        wait_for(lambda: _finished(blocked), 120, "the experiment to stop", _logs(processes))
+    finally:
+        squatter.close()
+    # then the first run failed with the engine's own words, and the policy stopped the rest
+    first, second = Run.objects.filter(experiment_id=blocked).order_by("sequence")
+    assert first.status == Run.Status.FAILED, first.error
+    assert "OSError: [Errno 98] Address already in use" in first.error
+    assert "Address already in use" in first.log_excerpt
+    assert first.command[first.command.index("--port") + 1] == str(port)
+    assert second.status == Run.Status.CANCELLED
+    assert "failure policy" in second.error
+    assert Experiment.objects.get(pk=blocked).status == Experiment.Status.STOPPED
+    # and the host is free: once the port is, the next experiment runs there to the end
+    freed = _create(setup, **one_cell)
+    wait_for(lambda: _finished(freed), 120, "the next experiment to finish", _logs(processes))
+    runs = list(Run.objects.filter(experiment_id=freed))
+    assert {r.status for r in runs} == {Run.Status.DONE}, [r.error for r in runs]
+    assert all(r.command[r.command.index("--port") + 1] == str(port) for r in runs)
+
+
+def test_killed_agent_takes_its_engine_along_and_beat_requeues_the_run_once(
     setup: Setup,
     live_server: Any,
     broker: str,
     processes: list[Process],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    fast_run_state: dict[str, str],
 ) -> None:
-    monkeypatch.setattr(services, "LEASE_SECONDS", 4)
-    processes.append(start_portal_worker(broker, tmp_path))
+    # given the portal's worker and beat (short lease and intervals) and an agent mid-run
+    processes.append(start_portal_worker(broker, tmp_path, fast_run_state))
+    processes.append(start_beat(broker, tmp_path, fast_run_state))
     agent = start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path)
     processes.append(agent)
     experiment_id = _create(
@@ -234,16 +309,24 @@ def test_killed_agent_loses_its_lease_and_the_run_is_requeued_once_without_dupli
         "the first run to be measuring",
         _logs(processes),
     )
-    # when the agent is killed mid-run (its engine is left behind, as on a real host)
-    orphans = _children(agent.popen.pid)
-    agent.kill(signal.SIGKILL)
-    for pid in orphans:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-    # then the lease expires and the reaper re-queues the run once, as attempt 2
-    wait_for(lambda: services.runs_reap_expired_leases() > 0, 30, "the lease to expire")
+    engine_pid, how = wait_for(lambda: _engine_started(agent), 10, "the engine's pid")
+    # the engine was started from the solo pool's main thread, so the parent-death signal holds
+    assert how == "thread MainThread; parent-death signal requested", how
     first.refresh_from_db()
-    assert (first.status, first.attempt) == (Run.Status.QUEUED, 2)
+    port = int(first.command[first.command.index("--port") + 1])
+    assert _listening(port)
+    # when the agent is killed with SIGKILL mid-run (nobody here touches its engine)
+    agent.kill(signal.SIGKILL)
+    # then the engine dies with it and frees its port
+    wait_for(lambda: _gone(engine_pid), 30, "the engine to die with its agent", agent.log)
+    wait_for(lambda: not _listening(port), 10, "the engine's port to be free")
+    # and beat's reaper re-queues the run once, as attempt 2, when the lease expires
+    wait_for(
+        lambda: Run.objects.filter(pk=first.pk, status=Run.Status.QUEUED, attempt=2).exists(),
+        60,
+        "beat to re-queue the run",
+        _logs(processes),
+    )
     # a fresh agent picks attempt 2 up and the experiment completes
     processes.append(
         start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path / "again")
@@ -261,11 +344,13 @@ def test_a_restarted_broker_loses_nothing_queued(
     live_server: Any,
     processes: list[Process],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    fast_run_state: dict[str, str],
 ) -> None:
     with private_redis() as (url, restart):
         use_broker(url)
-        processes.append(start_portal_worker(url, tmp_path))
+        worker = start_portal_worker(url, tmp_path, fast_run_state)
+        processes.append(worker)
+        processes.append(start_beat(url, tmp_path, fast_run_state))
         # given runs queued while no agent listens
         experiment_id = _create(
             setup,
@@ -281,12 +366,11 @@ def test_a_restarted_broker_loses_nothing_queued(
         # when Redis restarts without persistence, its messages are gone
         restart()
         assert redis.Redis.from_url(url).dbsize() == 0
+        restarted_at = len(worker.log())
         processes.append(
             start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, url, tmp_path)
         )
-        # then the stale-message beat task publishes the queued run again and all runs finish
-        monkeypatch.setattr(services, "STALE_QUEUED_SECONDS", 0)
-        assert services.runs_republish_stale() == 1
+        # then beat's stale-message task publishes the queued run again and all runs finish
         wait_for(
             lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes)
         )
@@ -294,6 +378,11 @@ def test_a_restarted_broker_loses_nothing_queued(
             Run.objects.filter(experiment_id=experiment_id).values_list("status", flat=True)
         )
         assert statuses == {Run.Status.DONE}
+        republished = re.findall(
+            r"runs_republish_stale_task\[[^]]+\] succeeded in [\d.e-]+s: (\d+)",
+            worker.log()[restarted_at:],
+        )
+        assert any(int(n) > 0 for n in republished), worker.log()[restarted_at:]
 
 
 def test_an_endpoint_host_is_measured_without_launching_anything(
@@ -391,3 +480,63 @@ def test_cache_reset_policy_starts_vllm_in_dev_mode_and_records_it_on_the_run(
         # recorded on the run, never in the frozen configuration
         runtime_env = run.arm.configuration.document.get("runtime", {}).get("env", {})
         assert "VLLM_SERVER_DEV_MODE" not in runtime_env
+
+
+def _served(port: int) -> float:
+    """Requests the (emulated) vLLM finished so far, from its own /metrics."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total")
+    )
+
+
+def test_a_cancelled_experiment_keeps_what_its_running_run_measured(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path))
+    experiment_id = _create(
+        setup,
+        candidates=[setup.ngram.pk],
+        labels=["baseline", "ngram"],
+        loads=[{"name": "c1", "concurrency": 1, "requests": 400}],
+        hosts=["gpu-a"],
+        repetitions=1,
+    )
+    first, second = Run.objects.filter(experiment_id=experiment_id).order_by("sequence")
+    wait_for(
+        lambda: Run.objects.filter(pk=first.pk, progress__phase="running").exists(),
+        60,
+        "the first run to be measuring",
+        _logs(processes),
+    )
+    first.refresh_from_db()
+    port = int(first.command[first.command.index("--port") + 1])
+    wait_for(lambda: _served(port) >= 3, 60, "a few requests to finish", _logs(processes))
+    # when the experiment is cancelled through the API mid-run
+    cancelled = api_as(setup.experimenter).post(f"/api/v1/experiments/{experiment_id}/cancel/")
+    assert cancelled.status_code == 200, cancelled.json()
+    # then the agent stops the load at the flag and the run keeps what it measured
+    wait_for(
+        lambda: Run.objects.filter(pk=first.pk, status=Run.Status.CANCELLED).exists(),
+        60,
+        "the running run to be cancelled",
+        _logs(processes),
+    )
+    first.refresh_from_db()
+    kept = RequestRecord.objects.filter(run=first)
+    # every request has its record: the measured ones, and the rest marked as never sent
+    assert kept.count() == 400
+    assert 3 <= kept.filter(success=True).count() < 400
+    assert kept.filter(success=False, error__startswith="not_sent").exists()
+    assert first.summary is not None
+    assert first.summary["completed"] == kept.filter(success=True).count()
+    assert list(ResultUpload.objects.filter(run=first).values_list("attempt", flat=True)) == [1]
+    second.refresh_from_db()
+    assert (second.status, second.error) == (Run.Status.CANCELLED, "cancelled before it started")
+    assert Experiment.objects.get(pk=experiment_id).status == Experiment.Status.CANCELLED

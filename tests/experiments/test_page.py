@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.db import connections
 from django.template.defaultfilters import floatformat
 from playwright.sync_api import Browser, sync_playwright
 
@@ -53,6 +54,11 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         )
         yield launched
         launched.close()
+        # While Playwright's loop runs, Django counts this thread as async and keeps the test's
+        # ORM connection per context (asgiref), not per thread: pytest-django's teardown never
+        # sees it, and it would hold the test database open at the end of the session ("being
+        # accessed by other users"). Close it here, in that context.
+        connections.close_all()
 
 
 @pytest.fixture

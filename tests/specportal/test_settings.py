@@ -98,3 +98,39 @@ def test_the_embedded_broker_keeps_every_folder_under_the_data_dir(tmp_path: Pat
     assert set(folders) >= {"data_folder_in", "data_folder_out", "control_folder"}
     for value in folders.values():
         assert Path(value).is_relative_to(tmp_path / "broker"), value
+
+
+_RUN_STATE = (
+    "import specportal.settings as s; "
+    "print(s.SPECPORTAL_LEASE_SECONDS, s.SPECPORTAL_STALE_QUEUED_SECONDS, "
+    "*(e['schedule'] for e in s.CELERY_BEAT_SCHEDULE.values()))"
+)
+
+
+def _run_state(**env: str) -> list[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_STATE],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        check=True,
+    )
+    return done.stdout.split()
+
+
+def test_leases_and_beat_intervals_default_to_production_values() -> None:
+    # lease, stale-message age, then republish, reap, pending uploads, host health
+    assert _run_state() == ["90", "120", "30.0", "15.0", "60.0", "30.0"]
+
+
+def test_leases_and_beat_intervals_come_from_the_environment() -> None:
+    # the fault tests shorten them for the portal worker and beat subprocesses this way
+    assert _run_state(
+        SPECPORTAL_LEASE_SECONDS="8",
+        SPECPORTAL_STALE_QUEUED_SECONDS="3",
+        SPECPORTAL_BEAT_REPUBLISH_SECONDS="1",
+        SPECPORTAL_BEAT_REAP_SECONDS="0.5",
+        SPECPORTAL_BEAT_INGEST_PENDING_SECONDS="2",
+        SPECPORTAL_BEAT_HOST_HEALTH_SECONDS="4",
+    ) == ["8", "3", "1.0", "0.5", "2.0", "4.0"]

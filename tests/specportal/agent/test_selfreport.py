@@ -475,7 +475,7 @@ EMULATED = {
         "schema": 1,
         "engine": "sglang",
         "engine_build": {"version": "0.5.6"},
-        "target": {"model_path": MODEL, "context_length": 8192},
+        "target": {"model_path": MODEL, "revision": REVISION, "context_length": 8192},
         "proposal": {
             "speculative_algorithm": "EAGLE3",
             "speculative_draft_model_path": "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
@@ -522,5 +522,11 @@ def test_the_emulator_reports_its_own_configuration_and_a_different_window_is_fl
     assert all(m["configured"] == value for m in flagged), flagged
     assert flagged[0] in again.defining(engine)
     if engine == "vllm":
-        # over HTTP too (what an endpoint host has), not only in the log
-        assert any(m["source"].startswith("GET /metrics") for m in flagged), flagged
+        # in both start-up lines and over HTTP too (what an endpoint host has)
+        assert {m["source"].split(" ")[0:2][-1] for m in flagged} == {
+            "non-default",
+            "Initializing",
+            "/metrics",
+        }, flagged
+    if engine == "sglang":
+        assert "/target/revision" in checked

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
+
+import pytest
 
 from specportal.cli import emulate
 from specportal.engines.flags import TABLES
@@ -63,3 +66,54 @@ def test_bad_emulator_flag_value_is_refused_without_a_traceback() -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "--emu-time-scale" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flavor", "engine_argv", "expected"),
+    [
+        ("vllm", ["m"], ["OSError: [Errno 98] Address already in use"]),
+        (
+            "sglang",
+            ["--model-path", "m"],
+            [
+                "ERROR:    [Errno 98] error while attempting to bind on address "
+                "('127.0.0.1', {port}): address already in use"
+            ],
+        ),
+        (
+            "llamacpp",
+            ["-m", "m.gguf"],
+            [
+                "couldn't bind HTTP server socket, hostname: 127.0.0.1, port: {port}",
+                "exiting due to HTTP server error",
+            ],
+        ),
+    ],
+)
+def test_a_taken_port_fails_the_start_with_the_engines_own_words(
+    flavor: str, engine_argv: list[str], expected: list[str]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        port = squatter.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "specportal",
+                "emulate",
+                "--flavor",
+                flavor,
+                *engine_argv,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1, done.stderr
+    for line in expected:
+        assert line.format(port=port) in done.stderr
+    assert "Traceback" not in done.stderr
