@@ -549,6 +549,35 @@ def _slots(key: str, *keys: str) -> Callable[[Sources], Any]:
     return get
 
 
+# The endpoint and key that only the configured engine answers with (its identity card).
+IDENTITY: Final[Mapping[str, tuple[str, str]]] = {
+    "vllm": ("/version", "version"),
+    "sglang": ("/get_server_info", "model_path"),
+    "llamacpp": ("/props", "build_info"),
+}
+
+
+def _engine_identity(engine: str) -> Callable[[Sources], Any]:
+    """The configured engine when its identity endpoint answers as that engine does; a
+    description of what answered instead when it answered otherwise (another server)."""
+    path, key = IDENTITY[engine]
+
+    def get(sources: Sources) -> Any:
+        body = sources.get(path)
+        if not isinstance(body, Mapping) or "error" in body:
+            return MISSING  # nothing answered: the load generator will say so
+        if key in body:
+            return engine
+        return f"not {engine}: GET {path} answered {body.get('status', 'without ' + key)}"
+
+    return get
+
+
+def _identity_row(engine: str) -> Report:
+    path, key = IDENTITY[engine]
+    return Report("/engine", f"GET {path} .{key}", _engine_identity(engine), defining=True)
+
+
 _VLLM_SPEC_INIT: Final = "log: Initializing a V1 LLM engine ... speculative_config"
 _VLLM_INIT: Final = "log: Initializing a V1 LLM engine ... with config"
 _VLLM_ARGS: Final = "log: non-default args"
@@ -556,6 +585,7 @@ _SGLANG_INFO: Final = "GET /get_server_info"
 
 REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
     "vllm": (
+        _identity_row("vllm"),
         Report("/engine_build/version", "GET /version .version", _endpoint("/version", "version")),
         Report(
             "/engine_build/version", f"{_VLLM_INIT} (vX)", _log("vllm_engine_config", "version")
@@ -729,6 +759,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
         ),
     ),
     "sglang": (
+        _identity_row("sglang"),
         Report(
             "/engine_build/version",
             f"{_SGLANG_INFO} .version",
@@ -808,6 +839,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
         ),
     ),
     "llamacpp": (
+        _identity_row("llamacpp"),
         Report(
             "/engine_build/version",
             "GET /props .build_info (commit)",

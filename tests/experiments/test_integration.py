@@ -443,6 +443,7 @@ def test_an_endpoint_host_is_measured_without_launching_anything(
         assert run.engine_report["/v1/models"]["data"][0]["id"] == BASELINE["target"]["model"]
         assert run.mismatches == []
         assert {c["path"] for c in run.engine_checked} == {
+            "/engine",
             "/engine_build/version",
             "/target/model",
             "/proposal/method",  # vLLM's speculative counters exist only when it speculates

@@ -423,6 +423,24 @@ def test_llamacpp_server_speculating_for_a_baseline_configuration() -> None:
     ]
 
 
+def test_a_server_of_another_engine_is_a_defining_mismatch(engines: Any) -> None:
+    # a llama.cpp server where the configuration says vLLM: /version is not there
+    url, _log = engines(EMULATED["llamacpp"])
+    seen = collect(vllm_document(), url)
+    assert seen.mismatches == [
+        {
+            "path": "/engine",
+            "configured": "vllm",
+            "reported": "not vllm: GET /version answered 404",
+            "source": "GET /version .version",
+        }
+    ]
+    assert seen.defining("vllm") == seen.mismatches
+    # and its own engine is recognised
+    own = [c for c in collect(EMULATED["llamacpp"], url).checked if c["path"] == "/engine"]
+    assert [(c["reported"], c["match"]) for c in own] == [("llamacpp", True)]
+
+
 def test_unreported_and_unconfigured_rows_are_not_checked() -> None:
     # No endpoint answered and no log: nothing to compare, nothing claimed.
     assert check(vllm_document(), {"/version": {"error": "connection refused"}}) == []
