@@ -1,7 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 import pytest
+import redis
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from tests.experiments.harness import Process
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -13,3 +20,24 @@ def pytest_configure(config: pytest.Config) -> None:
             "the test suite runs on PostgreSQL: set DATABASE_URL=postgres://... "
             f"(the default database is {engine}); use the README's test command"
         )
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    """The engineer's own Redis database (flushed before and after) as the portal's broker."""
+    from tests.experiments.harness import redis_url_for_tests, use_broker
+
+    url = redis_url_for_tests()
+    redis.Redis.from_url(url).flushdb()
+    use_broker(url)
+    yield url
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Process]]:
+    """Subprocesses a test starts (worker, beat, agents, servers), stopped when it ends."""
+    started: list[Process] = []
+    yield started
+    for process in started:
+        process.stop()

@@ -16,13 +16,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import redis
 from django.conf import settings
+from rest_framework.test import APIClient
+
+from experiments.models import Experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 # Emulated steps of 10 ms (the issue's floor) and the version the hosts are registered with.
@@ -220,6 +223,30 @@ def wait_for(
             return value
         time.sleep(0.3)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs()}")
+
+
+def process_logs(processes: Sequence[Process]) -> Callable[[], str]:
+    """The tail of every process's log, for the message of a wait that timed out."""
+    return lambda: "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
+
+
+def start_and_wait(
+    api: APIClient,
+    experiment_id: int,
+    processes: Sequence[Process],
+    timeout: float,
+    **start_body: Any,
+) -> Experiment:
+    """Start an experiment over the API and wait until it is no longer running."""
+    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", start_body, format="json")
+    assert started.status_code == 200, started.json()
+    wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
+        timeout,
+        "the experiment to finish",
+        process_logs(processes),
+    )
+    return Experiment.objects.get(pk=experiment_id)
 
 
 @contextmanager

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import redis
 from django.test import Client
 
 from experiments.models import Experiment, RequestRecord, Run
@@ -26,11 +24,11 @@ from tests.experiments.conftest import OBJECTIVES, REVISION, Setup, api_as, regi
 from tests.experiments.harness import (
     Process,
     free_port,
-    redis_url_for_tests,
+    process_logs,
     start_agent,
+    start_and_wait,
     start_portal_worker,
     subprocess_env,
-    use_broker,
     wait_for,
 )
 
@@ -124,23 +122,6 @@ def test_arms_that_differ_only_in_sampling_may_share_an_endpoint_host(setup: Set
 # --- end to end: the agent refuses to measure a server that is not the arm's configuration ------
 
 
-@pytest.fixture
-def broker() -> Iterator[str]:
-    url = redis_url_for_tests()
-    redis.Redis.from_url(url).flushdb()
-    use_broker(url)
-    yield url
-    redis.Redis.from_url(url).flushdb()
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
 def _sglang_server(name: str, port: int, tmp_path: Path, *args: str) -> Process:
     return Process(
         name,
@@ -196,11 +177,8 @@ def test_an_endpoint_serving_another_window_fails_its_runs_and_another_context_i
             start_agent(name, token, live_server.url, broker, tmp_path, engines=engines)
         )
 
-    def logs() -> str:
-        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
-
     urls = [f"http://127.0.0.1:{port}" for port in ports.values()]
-    wait_for(lambda: all(_healthy(url) for url in urls), 60, "the servers", logs)
+    wait_for(lambda: all(_healthy(url) for url in urls), 60, "the servers", process_logs(processes))
     # and two arms that differ only in sampling (so they may share a server)
     t0, _ = configuration_create(document=copy.deepcopy(SGLANG), name="t0")
     t07, _ = configuration_create(
@@ -219,14 +197,7 @@ def test_an_endpoint_serving_another_window_fails_its_runs_and_another_context_i
         ],
         arms_difference_reason=SAMPLING_REASON,
     )
-    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
-    assert started.status_code == 200, started.json()
-    wait_for(
-        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
-        180,
-        "the experiment to finish",
-        logs,
-    )
+    start_and_wait(api, experiment_id, processes, 180)
     runs = list(Run.objects.filter(experiment_id=experiment_id).select_related("host"))
     on = {name: [r for r in runs if r.host.name == name] for name in ports}
     assert {len(v) for v in on.values()} == {2}
@@ -304,10 +275,9 @@ def test_a_vllm_endpoint_drafting_another_window_is_refused_over_http(
     processes.append(start_portal_worker(broker, tmp_path))
     processes.append(start_agent("vllm-e", token, live_server.url, broker, tmp_path))
 
-    def logs() -> str:
-        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
-
-    wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), 60, "the server", logs)
+    wait_for(
+        lambda: _healthy(f"http://127.0.0.1:{port}"), 60, "the server", process_logs(processes)
+    )
     warm, _ = configuration_create(
         document={**copy.deepcopy(setup.ngram.document), "sampling": {"temperature": 0.7}},
         name="ngram warm",
@@ -320,14 +290,7 @@ def test_a_vllm_endpoint_drafting_another_window_is_refused_over_http(
         labels=["t0", "t07"],
         arms_difference_reason=SAMPLING_REASON,
     )
-    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
-    assert started.status_code == 200, started.json()
-    wait_for(
-        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
-        120,
-        "the experiment to finish",
-        logs,
-    )
+    start_and_wait(api, experiment_id, processes, 120)
     # then no run measured the server: the window its /metrics exposes is not the arms'
     runs = list(Run.objects.filter(experiment_id=experiment_id))
     assert [r.status for r in runs] == [Run.Status.FAILED] * 2

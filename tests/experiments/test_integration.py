@@ -8,7 +8,6 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from tests.experiments.harness import (
     Process,
     free_port,
     private_redis,
-    redis_url_for_tests,
+    process_logs,
     run_state_env,
     start_agent,
     start_beat,
@@ -42,33 +41,12 @@ WORKLOAD = {"name": "chat", "dataset_name": "bundled", "category": "chat", "outp
 
 
 @pytest.fixture
-def broker() -> Iterator[str]:
-    url = redis_url_for_tests()
-    redis.Redis.from_url(url).flushdb()
-    use_broker(url)
-    yield url
-    redis.Redis.from_url(url).flushdb()
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
-@pytest.fixture
 def fast_run_state(settings: Any) -> dict[str, str]:
     """Short leases and beat intervals: environment for the portal processes, settings here."""
     env = run_state_env()
     settings.SPECPORTAL_LEASE_SECONDS = int(env["SPECPORTAL_LEASE_SECONDS"])
     settings.SPECPORTAL_STALE_QUEUED_SECONDS = int(env["SPECPORTAL_STALE_QUEUED_SECONDS"])
     return env
-
-
-def _logs(processes: list[Process]) -> Any:
-    return lambda: "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
 
 
 def _create(setup: Setup, lint_override_reason: str = "", **changes: Any) -> int:
@@ -113,10 +91,12 @@ def test_interleaved_experiment_runs_end_to_end_on_two_emulated_hosts(
         processes.append(start_agent(host, setup.tokens[host], live_server.url, broker, tmp_path))
     # when an interleaved experiment is started through the API
     experiment_id = _create(setup)
-    wait_for(lambda: _finished(experiment_id), 240, "the experiment to finish", _logs(processes))
+    wait_for(
+        lambda: _finished(experiment_id), 240, "the experiment to finish", process_logs(processes)
+    )
     # then every run is done, first attempt, in plan order on each host
     experiment = Experiment.objects.get(pk=experiment_id)
-    assert experiment.status == Experiment.Status.DONE, _logs(processes)()
+    assert experiment.status == Experiment.Status.DONE, process_logs(processes)()
     runs = list(experiment.runs.select_related("arm", "host").order_by("sequence"))
     assert len(runs) == 3 * 2 * 2
     assert {(r.status, r.attempt, r.result_attempt) for r in runs} == {("done", 1, 1)}
@@ -210,7 +190,9 @@ def test_engine_that_will_not_start_or_dies_mid_run_is_recorded_and_the_host_mov
         arms_difference_reason="fault test: engine flags differ on purpose",
         lint_override_reason="fault test",
     )
-    wait_for(lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes))
+    wait_for(
+        lambda: _finished(experiment_id), 180, "the experiment to finish", process_logs(processes)
+    )
     runs = {
         r.arm.label: r
         for r in Run.objects.filter(experiment_id=experiment_id).select_related("arm")
@@ -259,7 +241,7 @@ def test_engine_port_in_use_fails_the_run_with_the_engines_words_and_frees_the_h
     try:
         # when an experiment that stops at the first failure starts
         blocked = _create(setup, failure_policy="stop", max_failed_runs=0, **one_cell)
-        wait_for(lambda: _finished(blocked), 120, "the experiment to stop", _logs(processes))
+        wait_for(lambda: _finished(blocked), 120, "the experiment to stop", process_logs(processes))
     finally:
         squatter.close()
     # then the first run failed with the engine's own words, and the policy stopped the rest
@@ -273,7 +255,9 @@ def test_engine_port_in_use_fails_the_run_with_the_engines_words_and_frees_the_h
     assert Experiment.objects.get(pk=blocked).status == Experiment.Status.STOPPED
     # and the host is free: once the port is, the next experiment runs there to the end
     freed = _create(setup, **one_cell)
-    wait_for(lambda: _finished(freed), 120, "the next experiment to finish", _logs(processes))
+    wait_for(
+        lambda: _finished(freed), 120, "the next experiment to finish", process_logs(processes)
+    )
     runs = list(Run.objects.filter(experiment_id=freed))
     assert {r.status for r in runs} == {Run.Status.DONE}, [r.error for r in runs]
     assert all(r.command[r.command.index("--port") + 1] == str(port) for r in runs)
@@ -307,7 +291,7 @@ def test_killed_agent_takes_its_engine_along_and_beat_requeues_the_run_once(
         ).exists(),
         60,
         "the first run to be measuring",
-        _logs(processes),
+        process_logs(processes),
     )
     engine_pid, how = wait_for(lambda: _engine_started(agent), 10, "the engine's pid")
     # the engine was started from the solo pool's main thread, so the parent-death signal holds
@@ -325,13 +309,15 @@ def test_killed_agent_takes_its_engine_along_and_beat_requeues_the_run_once(
         lambda: Run.objects.filter(pk=first.pk, status=Run.Status.QUEUED, attempt=2).exists(),
         60,
         "beat to re-queue the run",
-        _logs(processes),
+        process_logs(processes),
     )
     # a fresh agent picks attempt 2 up and the experiment completes
     processes.append(
         start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path / "again")
     )
-    wait_for(lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes))
+    wait_for(
+        lambda: _finished(experiment_id), 180, "the experiment to finish", process_logs(processes)
+    )
     first.refresh_from_db()
     assert (first.status, first.attempt, first.result_attempt) == (Run.Status.DONE, 2, 2)
     assert "attempt 1: lease expired" in first.error
@@ -372,7 +358,10 @@ def test_a_restarted_broker_loses_nothing_queued(
         )
         # then beat's stale-message task publishes the queued run again and all runs finish
         wait_for(
-            lambda: _finished(experiment_id), 180, "the experiment to finish", _logs(processes)
+            lambda: _finished(experiment_id),
+            180,
+            "the experiment to finish",
+            process_logs(processes),
         )
         statuses = set(
             Run.objects.filter(experiment_id=experiment_id).values_list("status", flat=True)
@@ -417,7 +406,10 @@ def test_an_endpoint_host_is_measured_without_launching_anything(
     processes.append(start_portal_worker(broker, tmp_path))
     processes.append(start_agent("gpu-e", token, live_server.url, broker, tmp_path))
     wait_for(
-        lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 60, "the endpoint", _logs(processes)
+        lambda: _http_ok(f"http://127.0.0.1:{port}/health"),
+        60,
+        "the endpoint",
+        process_logs(processes),
     )
     # when an experiment runs on it (arms that differ only in sampling, sent with each request:
     # arms that differ in what is served may not share an endpoint, see test_endpoint_hosts)
@@ -433,7 +425,9 @@ def test_an_endpoint_host_is_measured_without_launching_anything(
         repetitions=1,
         arms_difference_reason="sampling only: one server",
     )
-    wait_for(lambda: _finished(experiment_id), 120, "the experiment to finish", _logs(processes))
+    wait_for(
+        lambda: _finished(experiment_id), 120, "the experiment to finish", process_logs(processes)
+    )
     # then the agent recorded the server's self-report and launched nothing
     runs = list(Run.objects.filter(experiment_id=experiment_id))
     assert {r.status for r in runs} == {Run.Status.DONE}
@@ -472,7 +466,9 @@ def test_cache_reset_policy_starts_vllm_in_dev_mode_and_records_it_on_the_run(
         repetitions=1,
         cache_policy="reset_cache",
     )
-    wait_for(lambda: _finished(experiment_id), 120, "the experiment to finish", _logs(processes))
+    wait_for(
+        lambda: _finished(experiment_id), 120, "the experiment to finish", process_logs(processes)
+    )
     runs = list(Run.objects.filter(experiment_id=experiment_id))
     # the reset endpoint answered (vLLM serves it only in dev mode), so every run is done
     assert {r.status for r in runs} == {Run.Status.DONE}, [r.error for r in runs]
@@ -514,11 +510,11 @@ def test_a_cancelled_experiment_keeps_what_its_running_run_measured(
         lambda: Run.objects.filter(pk=first.pk, progress__phase="running").exists(),
         60,
         "the first run to be measuring",
-        _logs(processes),
+        process_logs(processes),
     )
     first.refresh_from_db()
     port = int(first.command[first.command.index("--port") + 1])
-    wait_for(lambda: _served(port) >= 3, 60, "a few requests to finish", _logs(processes))
+    wait_for(lambda: _served(port) >= 3, 60, "a few requests to finish", process_logs(processes))
     # when the experiment is cancelled through the API mid-run
     cancelled = api_as(setup.experimenter).post(f"/api/v1/experiments/{experiment_id}/cancel/")
     assert cancelled.status_code == 200, cancelled.json()
@@ -527,7 +523,7 @@ def test_a_cancelled_experiment_keeps_what_its_running_run_measured(
         lambda: Run.objects.filter(pk=first.pk, status=Run.Status.CANCELLED).exists(),
         60,
         "the running run to be cancelled",
-        _logs(processes),
+        process_logs(processes),
     )
     first.refresh_from_db()
     kept = RequestRecord.objects.filter(run=first)

@@ -6,43 +6,22 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from runs.models import GpuHost
 from runs.services import configuration_create, host_update
 from tests.experiments.conftest import BASELINE, NGRAM, OBJECTIVES, Setup, api_as
 from tests.experiments.harness import (
     Process,
-    redis_url_for_tests,
     start_agent,
-    use_broker,
     wait_for,
 )
 from tests.specportal.agent.standins import DRIVER_DOWN, H100_CSV, nvidia_smi, stand_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def broker() -> Iterator[str]:
-    url = redis_url_for_tests()
-    redis.Redis.from_url(url).flushdb()
-    use_broker(url)
-    yield url
-    redis.Redis.from_url(url).flushdb()
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        process.stop()
 
 
 def _path_with(bin_dir: Path) -> dict[str, str]:

@@ -24,11 +24,12 @@ from experiments.models import Experiment, Run
 from tests.experiments.conftest import OBJECTIVES, Setup, api_as
 from tests.experiments.harness import (
     Process,
+    process_logs,
     redis_url_for_tests,
     start_agent,
+    start_and_wait,
     start_portal_worker,
     use_broker,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(300)]
@@ -100,20 +101,8 @@ def measured_experiment(setup: Setup, live_server: Any, tmp_path: Path) -> Itera
         )
         assert created.status_code == 201, created.json()
         experiment_id = int(created.json()["id"])
-        started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
-        assert started.status_code == 200, started.json()
-
-        def logs() -> str:
-            return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
-
-        wait_for(
-            lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
-            240,
-            "the experiment to finish",
-            logs,
-        )
-        experiment = Experiment.objects.get(pk=experiment_id)
-        assert experiment.status == Experiment.Status.DONE, logs()
+        experiment = start_and_wait(api, experiment_id, processes, 240)
+        assert experiment.status == Experiment.Status.DONE, process_logs(processes)()
         yield experiment
     finally:
         for process in processes:

@@ -11,12 +11,10 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from accounts import roles
 from accounts.services import user_create_or_update
@@ -26,11 +24,10 @@ from specportal.realengine import gguf_models
 from tests.experiments.conftest import OBJECTIVES, api_as, register_host
 from tests.experiments.harness import (
     Process,
-    redis_url_for_tests,
+    process_logs,
+    start_and_wait,
     start_portal_worker,
     subprocess_env,
-    use_broker,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.integration, pytest.mark.timeout(300)]
@@ -41,25 +38,8 @@ OUTPUT_LEN = 24
 
 
 @pytest.fixture
-def broker() -> Iterator[str]:
-    url = redis_url_for_tests()
-    redis.Redis.from_url(url).flushdb()
-    use_broker(url)
-    yield url
-    redis.Redis.from_url(url).flushdb()
-
-
-@pytest.fixture
 def experimenter(db: None) -> Any:
     return user_create_or_update(username="erin", password=None, role_names=[roles.EXPERIMENTER])
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        process.stop()
 
 
 def _document(models: Path, draft: str | None) -> dict[str, Any]:
@@ -150,20 +130,8 @@ def test_an_experiment_runs_on_the_real_engine_and_stores_speed_up_and_acceptanc
     )  # fmt: skip
     assert created.status_code == 201, created.json()
     experiment_id = int(created.json()["id"])
-    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
-    assert started.status_code == 200, started.json()
-
-    def logs() -> str:
-        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
-
-    wait_for(
-        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
-        240,
-        "the experiment to finish",
-        logs,
-    )
-    experiment = Experiment.objects.get(pk=experiment_id)
-    assert experiment.status == Experiment.Status.DONE, logs()
+    experiment = start_and_wait(api, experiment_id, processes, 240)
+    assert experiment.status == Experiment.Status.DONE, process_logs(processes)()
     runs = list(experiment.runs.select_related("arm").order_by("sequence"))
     assert len(runs) == 3 * 2
     by_arm: dict[str, list[Any]] = {label: [] for label in arms}

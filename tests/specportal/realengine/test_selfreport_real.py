@@ -11,26 +11,23 @@ show: the engine's default (3) is what the configuration asks for, the init line
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from accounts import roles
 from accounts.services import user_create_or_update
-from experiments.models import Experiment, Run
+from experiments.models import Run
 from runs.services import configuration_create
 from specportal.agent.selfreport import collect, parse_log
 from specportal.realengine.server import free_port, serve
 from tests.experiments.conftest import OBJECTIVES, api_as, register_host
 from tests.experiments.harness import (
     Process,
-    redis_url_for_tests,
+    process_logs,
+    start_and_wait,
     start_portal_worker,
-    use_broker,
-    wait_for,
 )
 from tests.specportal.realengine.test_experiment_real import VERSION, _agent, _document
 
@@ -113,23 +110,6 @@ def test_a_window_put_in_force_by_the_environment_is_flagged(
     assert seen.defining("llamacpp") == seen.mismatches
 
 
-@pytest.fixture
-def broker() -> Iterator[str]:
-    url = redis_url_for_tests()
-    redis.Redis.from_url(url).flushdb()
-    use_broker(url)
-    yield url
-    redis.Redis.from_url(url).flushdb()
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_a_managed_run_records_and_flags_the_window_the_real_engine_put_in_force(
@@ -181,22 +161,11 @@ def test_a_managed_run_records_and_flags_the_window_the_real_engine_put_in_force
     )  # fmt: skip
     assert created.status_code == 201, created.json()
     experiment_id = int(created.json()["id"])
-    started = api.post(f"/api/v1/experiments/{experiment_id}/start/", {}, format="json")
-    assert started.status_code == 200, started.json()
-
-    def logs() -> str:
-        return "\n".join(f"--- {p.name}\n{p.log()[-3000:]}" for p in processes)
-
-    wait_for(
-        lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
-        240,
-        "the experiment to finish",
-        logs,
-    )
+    start_and_wait(api, experiment_id, processes, 240)
     runs = {r.arm.label: r for r in Run.objects.filter(experiment_id=experiment_id)}
     # then a managed host measures anyway (the engine was started from the configuration) and
     # the run records what the engine said and flags the window
-    assert {r.status for r in runs.values()} == {Run.Status.DONE}, logs()
+    assert {r.status for r in runs.values()} == {Run.Status.DONE}, process_logs(processes)()
     assert runs["plain"].mismatches == []
     assert runs["env-window"].mismatches == [
         {
