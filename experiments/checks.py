@@ -67,6 +67,9 @@ def _parallelism(document: Mapping[str, Any]) -> str:
 
 def _gpus_known_from(host: GpuHost) -> str:
     gpus = (host.inventory or {}).get("gpus") or []
+    if not host.agent_machine_is_host:
+        kind = "emulated" if host.emulated else "endpoint"
+        return f"as registered; an {kind} host's GPUs are not its agent's nvidia-smi's"
     if gpus and host.inventory_reported_at is not None:
         return (
             f"nvidia-smi on the host reported {len(gpus)} × {host.gpu_model} at "
@@ -148,7 +151,8 @@ def host_refusals(host: GpuHost, config: FrozenConfiguration) -> list[str]:
             f"({_gpus_known_from(host)})"
         )
     smi = (host.inventory or {}).get("nvidia_smi") or {}
-    if needed and smi.get("status") == "failed":
+    # An emulated or endpoint host's GPUs are not the agent machine's: its nvidia-smi says nothing.
+    if needed and smi.get("status") == "failed" and host.agent_machine_is_host:
         reasons.append(
             f"nvidia-smi fails on the host, so its GPUs cannot be confirmed: {smi.get('reason')}"
         )

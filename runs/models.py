@@ -162,7 +162,8 @@ class GpuHost(models.Model):
     health_detail = models.CharField(max_length=500, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     # What the agent last reported (``specportal.agent.inventory``: GPUs from nvidia-smi, CUDA,
-    # engines and where each came from), and when. Reported GPUs overwrite the fields above.
+    # engines and where each came from), and when. Reported GPUs overwrite the fields above
+    # (unless the agent's machine is not the host: ``agent_machine_is_host``).
     inventory = models.JSONField(default=dict, blank=True, editable=False)
     inventory_reported_at = models.DateTimeField(null=True, blank=True, editable=False)
     # SHA-256 of the host token; the token itself is shown once, when issued.
@@ -186,3 +187,23 @@ class GpuHost(models.Model):
     @property
     def has_token(self) -> bool:
         return bool(self.token_hash)
+
+    @property
+    def agent_machine_is_host(self) -> bool:
+        """Whether what the agent finds on its machine (nvidia-smi's GPUs, engines it detects) is
+        this host's. Not for an emulated host (its engine is the emulator: its GPUs are the
+        registered ones) nor for an endpoint host (the agent may run on another machine than the
+        server): their reports are kept as the agent machine's, not used for checks."""
+        return not self.emulated and self.mode != self.Mode.ENDPOINT
+
+    @property
+    def engines_shown(self) -> list[str]:
+        """``vllm 0.11.0 (detected)`` per engine the host has, with where the version came from
+        (``registered`` when the agent did not report it)."""
+        sources = (self.inventory or {}).get("engine_sources") or {}
+        shown = []
+        for engine, versions in sorted((self.engines or {}).items()):
+            found = sources.get(engine) or {}
+            source = found.get("source") if found.get("versions") == versions else None
+            shown.append(f"{engine} {', '.join(versions)} ({source or 'registered'})")
+        return shown

@@ -274,17 +274,29 @@ def inventory_gpu_facts(inventory: Mapping[str, Any]) -> dict[str, Any]:
     return facts
 
 
-def inventory_engines(inventory: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The reported engines this portal knows, with their versions as strings."""
+def inventory_engines(
+    inventory: Mapping[str, Any], *, detected: bool = True
+) -> dict[str, list[str]]:
+    """The reported engines this portal knows, with their versions as strings: those given by
+    flag, and those the agent detected unless ``detected`` is False (the agent's machine is not
+    the host). An engine whose probe found nothing is not reported, so it is not here."""
     known = {value for value, _ in ENGINE_CHOICES}
     engines = inventory.get("engines")
+    sources = inventory.get("engine_sources")
     if not isinstance(engines, dict):
         return {}
-    return {
-        str(engine): [str(v) for v in versions]
-        for engine, versions in engines.items()
-        if engine in known and isinstance(versions, list) and versions
-    }
+    if not isinstance(sources, dict):
+        sources = {}
+    found = {}
+    for engine, versions in engines.items():
+        if engine not in known or not isinstance(versions, list) or not versions:
+            continue
+        source = sources.get(engine)
+        # Without a source (an older agent) the agent said so itself: as given by flag.
+        how = source.get("source", "flag") if isinstance(source, dict) else "flag"
+        if how == "flag" or detected:
+            found[str(engine)] = [str(v) for v in versions]
+    return found
 
 
 @transaction.atomic
@@ -300,8 +312,11 @@ def host_heartbeat_record(
     """Record that the host's agent is alive and, when it sent one, its inventory.
 
     Reported facts win over what was registered: the GPUs nvidia-smi lists set the model, count,
-    memory, driver and CUDA version, and the engines reported replace the registered ones. What
-    the agent does not report (no GPUs, as on emulated hosts; no engines) keeps the registration.
+    memory, driver and CUDA version, and each engine reported replaces that engine's versions.
+    What the agent does not report (no GPUs; an engine it did not find) keeps the registration.
+    On a host that is not the agent's machine (emulated, endpoint) the inventory is stored as the
+    agent machine's; only the engines given by flag are taken from it. ``engines`` given here
+    replace the host's engines whole.
     """
     now = at or timezone.now()
     host.last_heartbeat_at = now
@@ -314,11 +329,13 @@ def host_heartbeat_record(
             host.inventory = {"error": f"an inventory of {size} bytes was not stored"}
         else:
             host.inventory = dict(inventory)
-            for key, value in inventory_gpu_facts(inventory).items():
+            own = host.agent_machine_is_host
+            for key, value in (inventory_gpu_facts(inventory) if own else {}).items():
                 setattr(host, key, value)
                 fields.append(key)
-            if engines is None:
-                engines = inventory_engines(inventory) or None
+            reported = inventory_engines(inventory, detected=own)
+            if engines is None and reported:
+                engines = {**(host.engines or {}), **reported}
         host.inventory_reported_at = now
         fields += ["inventory", "inventory_reported_at"]
     if engines is not None:

@@ -31,8 +31,8 @@ def _beat(setup: Setup, host: str, inventory: dict[str, Any]) -> None:
 
 
 def test_a_host_whose_nvidia_smi_reports_one_gpu_refuses_tensor_parallel_two(setup: Setup) -> None:
-    # given a host registered with 8 GPUs: TP=2 fits as registered
-    host = host_update(host=GpuHost.objects.get(name="gpu-a"), gpu_count=8)
+    # given a (real, not emulated) host registered with 8 GPUs: TP=2 fits as registered
+    host = host_update(host=GpuHost.objects.get(name="gpu-a"), gpu_count=8, emulated=False)
     base, ngram = _tp2(BASELINE, "tp2 baseline"), _tp2(NGRAM, "tp2 ngram")
     assert not any("GPUs" in reason for reason in host_refusals(host, base))
     # when its agent reports what nvidia-smi lists: one H100 (and vLLM 0.30.0 by --engines)
@@ -61,18 +61,22 @@ def test_a_host_whose_nvidia_smi_reports_one_gpu_refuses_tensor_parallel_two(set
     assert experiment.status == Experiment.Status.DRAFT
 
 
+FAILING_SMI: dict[str, Any] = {
+    **ONE_H100,
+    "gpus": [],
+    "nvidia_smi": {
+        "status": "failed",
+        "reason": "nvidia-smi exited with status 9: NVIDIA-SMI has failed because it "
+        "couldn't communicate with the NVIDIA driver.",
+    },
+    "engines": {"vllm": ["0.30.0"]},
+    "engine_sources": {"vllm": {"versions": ["0.30.0"], "source": "flag"}},
+}
+
+
 def test_a_failing_nvidia_smi_refuses_configurations_that_need_gpus(setup: Setup) -> None:
-    failing = {
-        **ONE_H100,
-        "gpus": [],
-        "nvidia_smi": {
-            "status": "failed",
-            "reason": "nvidia-smi exited with status 9: NVIDIA-SMI has failed because it "
-            "couldn't communicate with the NVIDIA driver.",
-        },
-        "engines": {"vllm": ["0.30.0"]},
-    }
-    _beat(setup, "gpu-b", failing)
+    host_update(host=GpuHost.objects.get(name="gpu-b"), emulated=False)
+    _beat(setup, "gpu-b", FAILING_SMI)
     host = GpuHost.objects.get(name="gpu-b")
     assert host.gpu_count == 1  # as registered: nothing was reported
     reasons = host_refusals(host, setup.baseline)
@@ -82,8 +86,40 @@ def test_a_failing_nvidia_smi_refuses_configurations_that_need_gpus(setup: Setup
     ]
 
 
-def test_registered_gpus_are_named_as_such_when_the_agent_reports_none(setup: Setup) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    [
+        {"emulated": True},
+        {"emulated": False, "mode": "endpoint", "base_url": "http://10.0.0.7:8000"},
+    ],
+)
+def test_an_emulated_or_endpoint_host_is_not_judged_by_its_agents_nvidia_smi(
+    setup: Setup, kind: dict[str, Any]
+) -> None:
+    # given an emulated host (or an endpoint, whose server may be on another machine than its
+    # agent) registered with 2 GPUs
+    host_update(host=GpuHost.objects.get(name="gpu-a"), gpu_count=2, **kind)
+    # when its agent's machine has a GPU whose nvidia-smi fails, or lists one H100
+    _beat(setup, "gpu-a", FAILING_SMI)
     host = GpuHost.objects.get(name="gpu-a")
+    # then nothing is refused: the registered GPUs count, not the agent machine's
+    assert host_refusals(host, setup.baseline) == []
+    assert host_refusals(host, _tp2(BASELINE, "tp2")) == []
+    _beat(setup, "gpu-a", ONE_H100)
+    host = GpuHost.objects.get(name="gpu-a")
+    assert (host.gpu_count, host.gpu_model) == (2, "emulated-H100")
+    assert host_refusals(host, _tp2(BASELINE, "tp2")) == []
+    # and a refusal on GPUs says where the count came from
+    (reason,) = host_refusals(host_update(host=host, gpu_count=1), _tp2(BASELINE, "tp2 again"))
+    kind_name = "emulated" if kind["emulated"] else "endpoint"
+    assert reason.endswith(
+        f"the host has 1 (as registered; an {kind_name} host's GPUs are not its agent's "
+        "nvidia-smi's)"
+    )
+
+
+def test_registered_gpus_are_named_as_such_when_the_agent_reports_none(setup: Setup) -> None:
+    host = host_update(host=GpuHost.objects.get(name="gpu-a"), emulated=False)
     reasons = host_refusals(host, _tp2(BASELINE, "tp2"))
     assert "the host has 1 (as registered; its agent reported no GPUs)" in reasons[0]
 

@@ -61,8 +61,9 @@ def _tp2_experiment(setup: Setup, host: str) -> int:
 def test_agent_reports_nvidia_smi_gpus_and_detected_vllm_and_a_tp2_start_is_refused(
     setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
 ) -> None:
-    # given gpu-a registered with 8 GPUs, whose nvidia-smi lists one H100 and whose vllm is 0.30.0
-    host_update(host=GpuHost.objects.get(name="gpu-a"), gpu_count=8, engines={})
+    # given gpu-a (a real host) registered with 8 GPUs, whose nvidia-smi lists one H100 and whose
+    # vllm is 0.30.0
+    host_update(host=GpuHost.objects.get(name="gpu-a"), gpu_count=8, engines={}, emulated=False)
     bin_dir = tmp_path / "bin"
     nvidia_smi(bin_dir, H100_CSV.splitlines()[0] + "\n")
     stand_in(bin_dir, "vllm", '[ "$1" = "--version" ] && echo 0.30.0\n')
@@ -117,7 +118,8 @@ def test_agent_reports_nvidia_smi_gpus_and_detected_vllm_and_a_tp2_start_is_refu
 def test_agent_with_a_failing_nvidia_smi_keeps_the_registration_and_refuses_gpu_work(
     setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
 ) -> None:
-    # given gpu-b (registered: 1 × emulated-H100) whose nvidia-smi cannot reach the driver
+    # given gpu-b (a real host registered with 1 GPU) whose nvidia-smi cannot reach the driver
+    host_update(host=GpuHost.objects.get(name="gpu-b"), emulated=False)
     bin_dir = tmp_path / "bin"
     stand_in(bin_dir, "nvidia-smi", f'echo "{DRIVER_DOWN}"\nexit 9\n')
     agent = start_agent(

@@ -1,4 +1,5 @@
-"""The agent's inventory on the host: stored whole, reported GPUs win over registration."""
+"""The agent's inventory on the host: stored whole, reported GPUs win over registration, engines
+are replaced one by one, and an emulated or endpoint host keeps its own GPU facts."""
 
 from __future__ import annotations
 
@@ -82,7 +83,78 @@ def test_reported_gpus_and_engines_win_over_registration(host: GpuHost) -> None:
         79.6,
     )
     assert (host.driver_version, host.cuda_version) == ("550.54.15", "12.4")
-    assert host.engines == {"vllm": ["0.11.0"]}
+    # vLLM was detected: its versions are replaced; SGLang was not reported: it stays registered
+    assert host.engines == {"vllm": ["0.11.0"], "sglang": ["0.5.6"]}
+
+
+def test_engines_are_replaced_one_by_one_and_a_probe_that_found_nothing_erases_none(
+    host: GpuHost,
+) -> None:
+    # given a host registered with vLLM 0.30.0 and SGLang 0.5.6, whose agent finds no vllm on its
+    # PATH, whose SGLang probe fails (another interpreter), and is given llama.cpp by flag
+    report = {
+        **ONE_H100,
+        "engines": {"llamacpp": ["b1-0c1e570"]},
+        "engine_sources": {
+            "vllm": {"versions": [], "source": "absent", "reason": "vllm is not on PATH"},
+            "sglang": {"versions": [], "source": "failed", "reason": "exited with status 1"},
+            "llamacpp": {"versions": ["b1-0c1e570"], "source": "flag"},
+        },
+    }
+    # when it reports
+    host_heartbeat_record(host=host, inventory=report)
+    # then the flagged engine is added and the ones it did not find keep their registration
+    assert GpuHost.objects.get(pk=host.pk).engines == {
+        "vllm": ["0.30.0"],
+        "sglang": ["0.5.6"],
+        "llamacpp": ["b1-0c1e570"],
+    }
+    # and a later detection replaces that one engine's versions only
+    host_heartbeat_record(
+        host=host,
+        inventory={
+            **ONE_H100,
+            "engines": {"sglang": ["0.5.9"]},
+            "engine_sources": {"sglang": {"versions": ["0.5.9"], "source": "detected"}},
+        },
+    )
+    assert GpuHost.objects.get(pk=host.pk).engines == {
+        "vllm": ["0.30.0"],
+        "sglang": ["0.5.9"],
+        "llamacpp": ["b1-0c1e570"],
+    }
+
+
+@pytest.mark.parametrize(
+    "kind", [{"emulated": True}, {"mode": "endpoint", "base_url": "http://10.0.0.7:8000"}]
+)
+def test_an_emulated_or_endpoint_host_keeps_its_gpus_and_takes_only_flagged_engines(
+    kind: dict[str, Any],
+) -> None:
+    # given an emulated (or endpoint) host registered with one emulated GPU and vLLM 0.30.0
+    host = host_register(
+        name="gpu-e",
+        gpu_model="H100-80GB (emulated)",
+        gpu_count=1,
+        gpu_memory_gb=80,
+        engines={"vllm": ["0.30.0"]},
+        **kind,
+    )
+    # when its agent runs on a machine whose nvidia-smi lists an H100 and where vLLM 0.11.0 is
+    # detected, and it is given SGLang by flag
+    report = copy.deepcopy(ONE_H100)
+    report["engines"]["sglang"] = ["0.5.6"]
+    report["engine_sources"]["sglang"] = {"versions": ["0.5.6"], "source": "flag"}
+    host_heartbeat_record(host=host, inventory=report)
+    # then the report is stored as the agent machine's, but the host's GPUs stay as registered,
+    # the detected vLLM (the agent machine's) is not taken, and the flagged SGLang is
+    host = GpuHost.objects.get(pk=host.pk)
+    assert host.inventory == report
+    assert host.inventory_reported_at is not None
+    assert (host.gpu_model, host.gpu_count, host.gpu_memory_gb) == ("H100-80GB (emulated)", 1, 80)
+    assert (host.driver_version, host.cuda_version) == ("", "")
+    assert host.engines == {"vllm": ["0.30.0"], "sglang": ["0.5.6"]}
+    assert host.engines_shown == ["sglang 0.5.6 (flag)", "vllm 0.30.0 (registered)"]
 
 
 def test_a_host_reporting_no_gpus_keeps_what_was_registered(host: GpuHost) -> None:
@@ -111,7 +183,11 @@ def test_mixed_gpus_are_named_by_count_and_sized_by_the_smallest(host: GpuHost) 
 def test_unknown_engines_in_a_report_are_ignored_not_refused(host: GpuHost) -> None:
     report = {**ONE_H100, "engines": {"tgi": ["3.0"], "llamacpp": ["b1-0c1e570"]}}
     host_heartbeat_record(host=host, inventory=report)
-    assert GpuHost.objects.get(pk=host.pk).engines == {"llamacpp": ["b1-0c1e570"]}
+    assert GpuHost.objects.get(pk=host.pk).engines == {
+        "vllm": ["0.30.0"],
+        "sglang": ["0.5.6"],
+        "llamacpp": ["b1-0c1e570"],
+    }
 
 
 def test_an_oversized_inventory_is_not_stored_but_the_beat_counts(host: GpuHost) -> None:
@@ -153,7 +229,7 @@ def test_hosts_page_and_admin_show_what_was_reported(
     page = viewer.get("/hosts/").content.decode()
     assert "1 × NVIDIA H100 80GB HBM3, 79.6 GiB" in page
     assert "550.54.15 / 12.4" in page
-    assert "vllm 0.11.0 (detected)" in page
+    assert "sglang 0.5.6 (registered); vllm 0.11.0 (detected)" in page
     assert "nvidia-smi failed: nvidia-smi exited with status 9: X" in page
     admin_page = admin_client.get(f"/admin/runs/gpuhost/{host.pk}/change/").content.decode()
     assert "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b" in admin_page
