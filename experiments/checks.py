@@ -70,10 +70,16 @@ def _gpus_known_from(host: GpuHost) -> str:
     if not host.agent_machine_is_host:
         kind = "emulated" if host.emulated else "endpoint"
         return f"as registered; an {kind} host's GPUs are not its agent's nvidia-smi's"
-    if gpus and host.inventory_reported_at is not None:
+    smi = (host.inventory or {}).get("nvidia_smi") or {}
+    hidden = smi.get("hidden") or 0
+    if (gpus or hidden) and host.inventory_reported_at is not None:
+        variables = " and ".join(
+            f"{k}={v!r}" for k, v in (smi.get("visible_devices") or {}).items()
+        )
         return (
             f"nvidia-smi on the host reported {len(gpus)} × {host.gpu_model} at "
             f"{host.inventory_reported_at:%Y-%m-%d %H:%M:%S} UTC"
+            + (f"; {hidden} more hidden by {variables}" if hidden else "")
         )
     return "as registered; its agent reported no GPUs"
 

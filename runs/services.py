@@ -249,8 +249,12 @@ def inventory_gpu_facts(inventory: Mapping[str, Any]) -> dict[str, Any]:
     configuration has to fit on every GPU it is sharded across.
     """
     gpus = [g for g in inventory.get("gpus") or [] if isinstance(g, dict)]
+    smi = inventory.get("nvidia_smi") or {}
     if not gpus:
-        return {}
+        # nvidia-smi works but CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES hide every GPU.
+        hidden = smi.get("hidden") if isinstance(smi, dict) else None
+        ok = isinstance(smi, dict) and smi.get("status") == "ok"
+        return {"gpu_count": 0} if ok and isinstance(hidden, int) and hidden > 0 else {}
     names = Counter(str(g.get("name") or "unknown GPU").strip() for g in gpus)
     if len(names) == 1:
         model = next(iter(names))

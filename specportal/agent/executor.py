@@ -149,11 +149,13 @@ def log_inventory(found: Mapping[str, Any]) -> None:
     """What the agent found, one line for the GPUs and one per engine, in the agent's log."""
     smi = found["nvidia_smi"]
     gpus = ", ".join(f"{g['index']}: {g['name']}" for g in found["gpus"]) or "none"
+    hidden = smi.get("hidden") or 0
     log.info(
-        "inventory: GPUs %s (nvidia-smi %s%s), CUDA %s",
+        "inventory: GPUs %s (nvidia-smi %s%s%s), CUDA %s",
         gpus,
         smi["status"],
         f": {smi['reason']}" if smi["reason"] else "",
+        f"; {hidden} hidden by {smi.get('visible_devices')}" if hidden else "",
         found["cuda_version"] or "unknown",
     )
     for engine, source in found["engine_sources"].items():

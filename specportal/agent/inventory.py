@@ -146,9 +146,74 @@ def parse_smi_versions(text: str) -> dict[str, str | None]:
     }
 
 
-def gpu_inventory(executable: str = "nvidia-smi") -> dict[str, Any]:
+def _matches(entry: str, gpu: Mapping[str, Any]) -> bool:
+    """An entry of a visible-devices list names this GPU: its index, or its UUID or a prefix of
+    it (CUDA accepts ``GPU-8932f937`` for ``GPU-8932f937-d72c-…``)."""
+    if entry.isdigit():
+        return bool(int(entry) == gpu["index"])
+    uuid = str(gpu.get("uuid") or "")
+    return entry.startswith("GPU-") and bool(uuid) and uuid.lower().startswith(entry.lower())
+
+
+def _cuda_visible(value: str, gpus: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of the GPUs ``CUDA_VISIBLE_DEVICES`` leaves visible. As CUDA documents: only those
+    named, by index or UUID (prefix); empty hides all; the first entry that names no GPU (``-1``,
+    an unknown index, an ambiguous prefix) hides it and every entry after it."""
+    visible: list[int] = []
+    for entry in (e.strip() for e in value.split(",")):
+        named = [g["index"] for g in gpus if entry and _matches(entry, g)]
+        if len(named) != 1:
+            break
+        if named[0] not in visible:
+            visible.append(named[0])
+    return visible
+
+
+def _nvidia_visible(value: str, gpus: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of the GPUs ``NVIDIA_VISIBLE_DEVICES`` leaves visible. As the NVIDIA Container
+    Toolkit documents: ``all`` every GPU; ``none``, ``void`` or empty none; otherwise the GPUs
+    named by index or UUID. Inside a container the runtime has already exposed only those (and
+    nvidia-smi numbers them from 0), so a list naming at least as many GPUs as nvidia-smi lists
+    leaves them all: only a host that lists more is filtered."""
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if value.strip().lower() == "all":
+        return [g["index"] for g in gpus]
+    if not entries or value.strip().lower() in ("none", "void"):
+        return []
+    if len(gpus) <= len(entries):
+        return [g["index"] for g in gpus]
+    return [g["index"] for g in gpus if any(_matches(e, g) for e in entries)]
+
+
+VISIBILITY_VARIABLES: Final = {
+    "NVIDIA_VISIBLE_DEVICES": _nvidia_visible,
+    "CUDA_VISIBLE_DEVICES": _cuda_visible,
+}
+
+
+def visible_gpus(
+    gpus: Sequence[dict[str, Any]], environ: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The GPUs the agent's engines can use (those nvidia-smi lists that ``CUDA_VISIBLE_DEVICES``
+    and ``NVIDIA_VISIBLE_DEVICES``, when set, leave visible; an engine inherits both), and the
+    variables that were set. Indices are nvidia-smi's (PCI bus order), as CUDA's are with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``."""
+    kept = [g["index"] for g in gpus]
+    applied: dict[str, str] = {}
+    for name, visible in VISIBILITY_VARIABLES.items():
+        if name in environ:
+            applied[name] = environ[name]
+            seen = visible(environ[name], gpus)
+            kept = [i for i in kept if i in seen]
+    return [g for g in gpus if g["index"] in kept], applied
+
+
+def gpu_inventory(
+    executable: str = "nvidia-smi", environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """GPUs from ``nvidia-smi``: status ``ok``, ``absent`` (not on PATH) or ``failed`` (with the
-    reason); no GPUs unless ``ok``."""
+    reason); no GPUs unless ``ok``. Only the GPUs the visible-devices variables of ``environ``
+    (this process's by default) leave visible are listed; ``hidden`` counts the others."""
     path = shutil.which(executable)
     found: dict[str, Any] = {
         "status": "absent",
@@ -157,6 +222,8 @@ def gpu_inventory(executable: str = "nvidia-smi") -> dict[str, Any]:
         "gpus": [],
         "driver_version": None,
         "cuda_version": None,
+        "visible_devices": {},
+        "hidden": 0,
     }
     if path is None:
         return found
@@ -176,7 +243,14 @@ def gpu_inventory(executable: str = "nvidia-smi") -> dict[str, Any]:
             raise ProbeFailed(f"nvidia-smi printed an unexpected line: {exc}") from exc
     except ProbeFailed as exc:
         return {**found, "status": "failed", "reason": str(exc)}
-    found.update(status="ok", reason="", gpus=gpus)
+    visible, applied = visible_gpus(gpus, os.environ if environ is None else environ)
+    found.update(
+        status="ok",
+        reason="",
+        gpus=visible,
+        visible_devices=applied,
+        hidden=len(gpus) - len(visible),
+    )
     found["driver_version"] = next((g["driver_version"] for g in gpus if g["driver_version"]), None)
     # The banner of plain ``nvidia-smi`` is the only place besides ``-q`` that names CUDA.
     try:
@@ -311,7 +385,13 @@ def collect(
         "gpus": smi["gpus"],
         "driver_version": smi["driver_version"],
         "cuda_version": smi["cuda_version"],
-        "nvidia_smi": {"status": smi["status"], "reason": smi["reason"], "path": smi["path"]},
+        "nvidia_smi": {
+            "status": smi["status"],
+            "reason": smi["reason"],
+            "path": smi["path"],
+            "visible_devices": smi["visible_devices"],
+            "hidden": smi["hidden"],
+        },
         "engines": engines,
         "engine_sources": sources,
     }

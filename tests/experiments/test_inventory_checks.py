@@ -133,3 +133,22 @@ def test_llama_cpp_builds_match_by_commit_and_packages_ignore_local_labels() -> 
     assert version_installed("vllm", "0.30.0", ["0.30.0+cu128"])
     assert not version_installed("vllm", "0.30.0+cu126", ["0.30.0+cu128"])
     assert not version_installed("sglang", "0.5.6", ["0.5.6.post1"])
+
+
+def test_a_refusal_names_the_gpus_hidden_by_cuda_visible_devices(setup: Setup) -> None:
+    host_update(host=GpuHost.objects.get(name="gpu-a"), emulated=False)
+    report = {
+        **ONE_H100,
+        "nvidia_smi": {
+            **ONE_H100["nvidia_smi"],
+            "visible_devices": {"CUDA_VISIBLE_DEVICES": "0"},
+            "hidden": 1,
+        },
+    }
+    _beat(setup, "gpu-a", report)
+    reasons = host_refusals(GpuHost.objects.get(name="gpu-a"), _tp2(BASELINE, "tp2"))
+    assert any(
+        "the host has 1 (nvidia-smi on the host reported 1 × NVIDIA H100 80GB HBM3 at " in r
+        and r.endswith("; 1 more hidden by CUDA_VISIBLE_DEVICES='0')")
+        for r in reasons
+    ), reasons

@@ -233,3 +233,20 @@ def test_hosts_page_and_admin_show_what_was_reported(
     assert "nvidia-smi failed: nvidia-smi exited with status 9: X" in page
     admin_page = admin_client.get(f"/admin/runs/gpuhost/{host.pk}/change/").content.decode()
     assert "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b" in admin_page
+
+
+def test_gpus_hidden_by_the_visible_devices_variables_do_not_count(host: GpuHost) -> None:
+    # given an agent started with CUDA_VISIBLE_DEVICES="" on a host whose nvidia-smi lists a GPU
+    hidden = {
+        **NO_GPUS,
+        "nvidia_smi": {
+            "status": "ok",
+            "reason": "",
+            "path": "/usr/bin/nvidia-smi",
+            "visible_devices": {"CUDA_VISIBLE_DEVICES": ""},
+            "hidden": 1,
+        },
+    }
+    host_heartbeat_record(host=host, inventory=hidden)
+    # then the host has no GPU for its engines (the registered 8 no longer count)
+    assert GpuHost.objects.get(pk=host.pk).gpu_count == 0

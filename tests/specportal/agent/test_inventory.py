@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specportal.agent.inventory import (
+    VISIBILITY_VARIABLES,
     collect,
     detect_engines,
     gpu_inventory,
@@ -36,6 +37,8 @@ def path_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    for name in VISIBILITY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     return bin_dir
 
 
@@ -130,7 +133,98 @@ def test_no_nvidia_smi_on_path_is_absent_not_an_error(path_only: Path) -> None:
         "gpus": [],
         "driver_version": None,
         "cuda_version": None,
+        "visible_devices": {},
+        "hidden": 0,
     }
+
+
+# --- CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES ------------------------------------------------
+
+UUIDS = (
+    "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b",
+    "GPU-0d9e8f7a-6b5c-4d3e-2f1a-0b9c8d7e6f5a",
+    "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+    "GPU-8932f9aa-0000-4106-c12f-20bd9faed9f6",
+)
+FOUR_H100 = "".join(
+    f"{i}, {uuid}, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n" for i, uuid in enumerate(UUIDS)
+)
+
+
+def _visible(path_only: Path, environ: dict[str, str], csv: str = FOUR_H100) -> list[int]:
+    nvidia_smi(path_only, csv)
+    found = gpu_inventory(environ=environ)
+    assert found["status"] == "ok"
+    assert found["hidden"] == len(parse_gpu_csv(csv)) - len(found["gpus"])
+    assert found["visible_devices"] == environ
+    return [g["index"] for g in found["gpus"]]
+
+
+@pytest.mark.parametrize(
+    ("value", "indices"),
+    [
+        ("2,0", [0, 2]),  # only those named; listed in nvidia-smi's order
+        (" 3 , 1 ", [1, 3]),
+        (f"{UUIDS[1]},3", [1, 3]),  # by UUID
+        ("GPU-6c7a2b1e", [0]),  # by a UUID's unique prefix
+        ("0,-1,1", [0]),  # an invalid entry hides it and every one after it
+        ("0,7,1", [0]),  # an index no GPU has is invalid
+        ("1,GPU-8932f9", [1]),  # an ambiguous prefix is invalid
+        ("", []),  # empty: no GPU
+        ("-1", []),
+        ("1,1", [1]),
+    ],
+)
+def test_cuda_visible_devices_leaves_only_the_gpus_cuda_would_see(
+    path_only: Path, value: str, indices: list[int]
+) -> None:
+    assert _visible(path_only, {"CUDA_VISIBLE_DEVICES": value}) == indices
+
+
+@pytest.mark.parametrize(
+    ("value", "indices"),
+    [
+        ("all", [0, 1, 2, 3]),
+        ("none", []),  # no GPU (driver capabilities only)
+        ("void", []),  # as without the NVIDIA runtime: no GPU
+        ("", []),
+        ("1,3", [1, 3]),
+        (f"{UUIDS[2]}", [2]),
+    ],
+)
+def test_nvidia_visible_devices_has_the_container_toolkits_meanings(
+    path_only: Path, value: str, indices: list[int]
+) -> None:
+    assert _visible(path_only, {"NVIDIA_VISIBLE_DEVICES": value}) == indices
+
+
+def test_in_a_container_nvidia_visible_devices_was_already_applied(path_only: Path) -> None:
+    # given a container given GPUs 2 and 3: its nvidia-smi lists just those, numbered from 0
+    inside = "".join(
+        f"{i}, {uuid}, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n"
+        for i, uuid in enumerate(UUIDS[2:])
+    )
+    # then both count, and CUDA_VISIBLE_DEVICES indexes them as the container numbers them
+    assert _visible(path_only, {"NVIDIA_VISIBLE_DEVICES": "2,3"}, inside) == [0, 1]
+    both = {"NVIDIA_VISIBLE_DEVICES": "2,3", "CUDA_VISIBLE_DEVICES": "1"}
+    assert _visible(path_only, both, inside) == [1]
+
+
+def test_both_variables_leave_the_gpus_both_allow(path_only: Path) -> None:
+    both = {"NVIDIA_VISIBLE_DEVICES": "1,2,3", "CUDA_VISIBLE_DEVICES": "3,0,1"}
+    assert _visible(path_only, both) == [1, 3]
+
+
+def test_the_agents_own_environment_is_read_and_reported(
+    path_only: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nvidia_smi(path_only, FOUR_H100)
+    assert len(collect(detect=False)["gpus"]) == 4
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    found = collect(detect=False)
+    assert [g["uuid"] for g in found["gpus"]] == list(UUIDS[:2])
+    assert found["nvidia_smi"]["visible_devices"] == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert found["nvidia_smi"]["hidden"] == 2
 
 
 def test_an_nvidia_smi_printing_something_else_fails_with_the_line(path_only: Path) -> None:
