@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_SCHEMA: Final = 1
 DEFAULT_HEARTBEAT_SECONDS: Final = 15.0
+# However short the portal's lease, beats are at least this far apart.
+MIN_HEARTBEAT_SECONDS: Final = 0.2
 DEFAULT_INVENTORY_REFRESH_SECONDS: Final = 600.0
 UPLOAD_ATTEMPTS: Final = 5
 UPLOAD_RETRY_SECONDS: Final = 2.0
@@ -68,11 +70,17 @@ def inventory(settings: AgentSettings) -> dict[str, Any]:
 
 
 class Heartbeat:
-    """Beats every ``interval`` seconds in a thread: host liveness, and the run's lease.
+    """Beats in a thread: host liveness, and the run's lease.
+
+    It beats every ``heartbeat_seconds``, or every third of the lease the portal answers with
+    (``lease_seconds``, on every beat and claim) when that is shorter: a run's lease is renewed at
+    least twice before it could expire while the agent is alive.
 
     Each beat carries the inventory collected when the agent started; another thread collects it
-    again every ``inventory_refresh_seconds`` (probing engines takes seconds, a beat must not),
-    waiting while a run is in progress so that the probes do not compete with the measurement.
+    again every ``inventory_refresh_seconds`` (probing engines takes seconds, a beat must not).
+    ``run_lock`` makes that and a run exclusive: the executor holds it from claim to upload, the
+    refresher takes it before probing, so the probes (``vllm --version`` imports torch) never
+    compete with a measurement, and a run that arrives during a probe waits for it to end.
     """
 
     def __init__(self, client: PortalClient, settings: AgentSettings) -> None:
@@ -80,8 +88,12 @@ class Heartbeat:
         self._settings = settings
         self._inventory = inventory(settings)
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._lock = threading.Lock()
         self._current: dict[str, int] | None = None
+        self._lease_seconds: float | None = None
+        self._last_beat = time.monotonic()
+        self.run_lock = threading.Lock()
         self.cancelled = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="agent-heartbeat", daemon=True)
         self._refresher = threading.Thread(
@@ -93,6 +105,28 @@ class Heartbeat:
         with self._lock:
             return self._inventory
 
+    @property
+    def interval(self) -> float:
+        """Seconds between beats: ``heartbeat_seconds``, or a third of the portal's lease."""
+        with self._lock:
+            lease = self._lease_seconds
+        beat = self._settings.heartbeat_seconds
+        return beat if lease is None else max(min(beat, lease / 3), MIN_HEARTBEAT_SECONDS)
+
+    def use_lease(self, seconds: Any) -> None:
+        """Beat often enough for the portal's lease of ``seconds`` (ignored unless positive)."""
+        try:
+            lease = float(seconds)
+        except (TypeError, ValueError):
+            return
+        if not lease > 0:
+            return
+        with self._lock:
+            shorter = self._lease_seconds is None or lease < self._lease_seconds
+            self._lease_seconds = lease
+        if shorter:
+            self._wake.set()  # the loop may be waiting out a longer interval
+
     def start(self) -> None:
         self._thread.start()
         if self._settings.inventory_refresh_seconds > 0:
@@ -100,6 +134,7 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=5)
 
     def set_current(self, run_id: int | None, attempt: int | None = None) -> None:
@@ -111,34 +146,50 @@ class Heartbeat:
     def beat(self) -> None:
         with self._lock:
             current, cancelled, found = self._current, self.cancelled, self._inventory
+            self._last_beat = time.monotonic()
         try:
             answer = self._client.heartbeat(inventory=found, current_run=current)
         except PortalError as exc:
             log.warning("heartbeat failed: %s", exc)
             return
+        self.use_lease(answer.get("lease_seconds"))
         if current and answer.get("cancel_requested"):
             cancelled.set()
 
-    def _busy(self) -> bool:
-        with self._lock:
-            return self._current is not None
-
     def _loop(self) -> None:
-        while not self._stop.wait(self._settings.heartbeat_seconds):
+        while not self._stop.is_set():
+            with self._lock:
+                last = self._last_beat
+            wait = last + self.interval - time.monotonic()
+            if wait > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
+                continue
             self.beat()
+
+    def refresh_inventory(self, *, wait: bool = True) -> bool:
+        """Collect the inventory again, never while a run holds ``run_lock``: with ``wait``, once
+        the run is over; without, not at all. False when nothing was collected."""
+        if wait:
+            while not self.run_lock.acquire(timeout=1.0):
+                if self._stop.is_set():
+                    return False
+        elif not self.run_lock.acquire(blocking=False):
+            return False
+        try:
+            fresh = inventory(self._settings)
+        finally:
+            self.run_lock.release()
+        with self._lock:
+            changed = _facts(fresh) != _facts(self._inventory)
+            self._inventory = fresh
+        if changed:
+            log_inventory(fresh)
+        return True
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self._settings.inventory_refresh_seconds):
-            # Never during a run: `vllm --version` imports torch, CPU the measurement needs.
-            while self._busy():
-                if self._stop.wait(self._settings.heartbeat_seconds):
-                    return
-            fresh = inventory(self._settings)
-            with self._lock:
-                changed = _facts(fresh) != _facts(self._inventory)
-                self._inventory = fresh
-            if changed:
-                log_inventory(fresh)
+            self.refresh_inventory()
 
 
 def _facts(found: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -192,12 +243,24 @@ class Executor:
         self.runner = runner
 
     def execute(self, run_id: int, attempt: int) -> str:
-        """Run one attempt; returns the outcome uploaded (or ``"skipped"`` on a lost claim)."""
+        """Run one attempt; returns the outcome uploaded (or ``"skipped"`` on a lost claim).
+
+        Holds the heartbeat's ``run_lock`` from claim to upload: no inventory probe meanwhile."""
+        if not self.heartbeat.run_lock.acquire(blocking=False):
+            log.info("run %s attempt %s waits for the inventory probes to end", run_id, attempt)
+            self.heartbeat.run_lock.acquire()
+        try:
+            return self._execute(run_id, attempt)
+        finally:
+            self.heartbeat.run_lock.release()
+
+    def _execute(self, run_id: int, attempt: int) -> str:
         try:
             spec = self.client.claim(run_id, attempt)
         except ClaimConflict as exc:
             log.info("run %s attempt %s not claimed: %s", run_id, attempt, exc)
             return "skipped"
+        self.heartbeat.use_lease(spec.get("lease_seconds"))
         self.heartbeat.set_current(run_id, attempt)
         try:
             envelope = self._run(spec, attempt)
