@@ -310,7 +310,7 @@ def _run_time_refusals(experiment: Experiment) -> Iterator[tuple[str, str]]:
     The embedded filesystem broker has no visibility timeout: nothing to check there.
     """
     limit = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
-    if limit is None:
+    if not isinstance(limit, int | float):
         return
     fresh = experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER
     for workload in experiment.workloads:
