@@ -316,8 +316,13 @@ def _hosts_with_cells(experiment: Experiment, hosts: Sequence[GpuHost]) -> set[s
 
 
 def _run_time_refusals(experiment: Experiment) -> Iterator[tuple[str, str]]:
-    """Cells whose runs would outlast the broker's visibility timeout (Redis would redeliver)."""
-    limit = settings.CELERY_VISIBILITY_TIMEOUT
+    """Cells whose runs would outlast the broker's visibility timeout (Redis would redeliver).
+
+    The embedded filesystem broker has no visibility timeout: nothing to check there.
+    """
+    limit = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
+    if not isinstance(limit, int | float):
+        return
     fresh = experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER
     for workload in experiment.workloads:
         for load in experiment.loads:

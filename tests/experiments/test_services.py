@@ -136,8 +136,8 @@ def test_start_refuses_a_silent_or_incapable_host_with_every_reason(setup: Setup
 def test_start_refuses_runs_that_would_outlast_the_brokers_visibility_timeout(
     setup: Setup, settings: Any
 ) -> None:
-    # given a broker that redelivers unacknowledged messages after 10 minutes
-    settings.CELERY_VISIBILITY_TIMEOUT = 600
+    # given a Redis broker that redelivers unacknowledged messages after 10 minutes
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
     long_load = {"name": "soak", "concurrency": 4, "duration_s": 900}
     experiment = services.experiment_create(
         **create_kwargs(setup, loads=[{"name": "c1", "concurrency": 1, "requests": 4}, long_load])
@@ -150,7 +150,20 @@ def test_start_refuses_runs_that_would_outlast_the_brokers_visibility_timeout(
     assert [m.split(":")[0] for m in reasons["loads.soak"]] == ["chat/soak", "code/soak"]
     assert "visibility timeout of 600 s" in reasons["loads.soak"][0]
     # and once the timeout is raised, the same experiment starts
-    settings.CELERY_VISIBILITY_TIMEOUT = 3600
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    services.experiment_start(experiment=experiment)
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.RUNNING
+
+
+def test_the_embedded_broker_has_no_visibility_timeout_to_outlast(
+    setup: Setup, settings: Any
+) -> None:
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": "var/broker/queue"}
+    long_load = {"name": "soak", "concurrency": 4, "duration_s": 100_000}
+    experiment = services.experiment_create(
+        **create_kwargs(setup, loads=[{"name": "c1", "concurrency": 1, "requests": 4}, long_load])
+    )
     services.experiment_start(experiment=experiment)
     experiment.refresh_from_db()
     assert experiment.status == Experiment.Status.RUNNING
