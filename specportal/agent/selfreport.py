@@ -43,6 +43,8 @@ from typing import Any, Final
 
 import httpx
 
+from specportal.engines.versions import package_version_matches
+
 # What each engine says about itself over HTTP, and where.
 SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
     "vllm": ("/version", "/v1/models", "/metrics"),
@@ -586,9 +588,17 @@ _SGLANG_INFO: Final = "GET /get_server_info"
 REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
     "vllm": (
         _identity_row("vllm"),
-        Report("/engine_build/version", "GET /version .version", _endpoint("/version", "version")),
         Report(
-            "/engine_build/version", f"{_VLLM_INIT} (vX)", _log("vllm_engine_config", "version")
+            "/engine_build/version",
+            "GET /version .version",
+            _endpoint("/version", "version"),
+            kind="package_version",
+        ),
+        Report(
+            "/engine_build/version",
+            f"{_VLLM_INIT} (vX)",
+            _log("vllm_engine_config", "version"),
+            kind="package_version",
         ),
         Report(
             "/target/model",
@@ -764,6 +774,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
             "/engine_build/version",
             f"{_SGLANG_INFO} .version",
             _endpoint("/get_server_info", "version"),
+            kind="package_version",
         ),
         Report(
             "/target/model_path",
@@ -932,6 +943,9 @@ def _normalise(kind: str, value: Any) -> Any:
 
 
 def _same(row: Report, configured: Any, reported: Any) -> bool:
+    if row.kind == "package_version":
+        # The start checks' rule: a pin without a local label accepts 0.11.0+cu128.
+        return package_version_matches(str(configured), str(reported))
     left, right = _normalise(row.kind, configured), _normalise(row.kind, reported)
     if isinstance(left, float | int) and isinstance(right, float | int):
         if isinstance(left, bool) or isinstance(right, bool):
