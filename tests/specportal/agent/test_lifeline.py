@@ -101,6 +101,46 @@ def test_the_watchdog_stops_the_engines_whole_group_when_the_agent_is_killed(
     _wait_gone([*members, pids["watchdog"]], 30)
 
 
+def test_the_watchdog_sees_the_agent_die_while_a_forked_child_of_the_agent_lives_on(
+    tmp_path: Path,
+) -> None:
+    # given an engine group guarded by a watchdog, and then a child forked (not exec'd) by the
+    # agent that never looks at its parent: the loadgen's metrics sampler without its own guard
+    agent, pids = _agent(
+        tmp_path,
+        f"""
+        import multiprocessing
+        engine = subprocess.Popen(["bash", "-c", {STUBBORN_GROUP!r}], start_new_session=True)
+        watchdog = lifeline.Watchdog.start(engine.pid, grace=1.0)
+
+        def forever(event):
+            while not event.wait(1.0):
+                pass
+
+        context = multiprocessing.get_context("fork")
+        event = context.Event()
+        child = context.Process(target=forever, args=(event,), daemon=True)
+        child.start()
+        time.sleep(0.5)
+        print(f"engine={{engine.pid}}", flush=True)
+        print(f"watchdog={{watchdog.pid}}", flush=True)
+        print(f"child={{child.pid}}", flush=True)
+        """,
+    )
+    try:
+        members = _group(pids["engine"])
+        assert len(members) == 2, members
+        # when the agent is killed
+        agent.kill()
+        agent.wait()
+        # then the watchdog still reads end-of-file (the child closed its copy of the write end
+        # at fork) and empties the engine's group, though the child lives on
+        _wait_gone([*members, pids["watchdog"]], 30)
+        assert not _gone(pids["child"])
+    finally:
+        os.killpg(agent.pid, signal.SIGKILL)  # the child, in the stand-in agent's own group
+
+
 def test_a_released_watchdog_signals_nothing(tmp_path: Path) -> None:
     engine = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
