@@ -8,6 +8,7 @@ about itself once it is up is :mod:`specportal.agent.selfreport`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -32,6 +33,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_HEALTH_TIMEOUT_SECONDS: Final = 900.0
 HEALTH_POLL_SECONDS: Final = 0.25
 STOP_GRACE_SECONDS: Final = 10.0
+STOP_POLL_SECONDS: Final = 0.1
 LOG_TAIL_CHARS: Final = 4_000
 
 # The cache-reset endpoint per engine (vLLM's needs VLLM_SERVER_DEV_MODE=1 at start).
@@ -77,6 +79,7 @@ class EngineProcess:
     started_at: float = field(default=0.0)
     # Stops the engine's process group if the agent dies without stopping it (lifeline.py).
     watchdog: lifeline.Watchdog | None = None
+    stop_grace: float = STOP_GRACE_SECONDS
 
     @property
     def base_url(self) -> str:
@@ -103,7 +106,7 @@ class EngineProcess:
         self.started_at = time.monotonic()
         try:
             self.watchdog = lifeline.Watchdog.start(
-                self.process.pid, STOP_GRACE_SECONDS, self.log_path
+                self.process.pid, self.stop_grace, self.log_path
             )
         except OSError as exc:
             _log.warning("no watchdog for engine pid %s: %s", self.process.pid, exc)
@@ -148,17 +151,24 @@ class EngineProcess:
         )
 
     def stop(self) -> int | None:
+        """Stop the engine's whole process group, then release the watchdog.
+
+        The group, not the first process: that one may have exited already (died mid-run) while
+        its children (vLLM's engine-core processes, say) still run. SIGTERM, SIGKILL to whatever
+        is left after ``stop_grace`` seconds.
+        """
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-            except ProcessLookupError:
-                pass
+        pgid = self.process.pid  # the engine started a session of its own: group id = its pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + self.stop_grace
+            while time.monotonic() < deadline:
+                self.process.poll()  # reap the first process: a zombie still counts in its group
+                os.killpg(pgid, 0)  # ProcessLookupError: the whole group is gone
+                time.sleep(STOP_POLL_SECONDS)
+            os.killpg(pgid, signal.SIGKILL)
+        self.process.wait()
         if self.watchdog is not None:
             self.watchdog.release()
             self.watchdog = None

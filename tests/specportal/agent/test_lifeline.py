@@ -6,6 +6,7 @@ prints the pids, and is killed with SIGKILL; the test only observes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from specportal.agent import lifeline
+from specportal.agent.engine import EngineProcess, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -139,6 +141,42 @@ def test_the_watchdog_sees_the_agent_die_while_a_forked_child_of_the_agent_lives
         assert not _gone(pids["child"])
     finally:
         os.killpg(agent.pid, signal.SIGKILL)  # the child, in the stand-in agent's own group
+
+
+def test_stop_ends_the_engines_group_after_its_first_process_exited(tmp_path: Path) -> None:
+    # given an engine whose first process died mid-run, leaving a child that ignores SIGTERM
+    engine = EngineProcess(
+        argv=["bash", "-c", STUBBORN_GROUP],
+        env_added={},
+        port=free_port(),
+        log_path=tmp_path / "engine.log",
+        stop_grace=1.0,
+    )
+    engine.start()
+    assert engine.process is not None
+    assert engine.watchdog is not None
+    pgid = engine.process.pid
+    watchdog = engine.watchdog
+    try:
+        time.sleep(0.5)
+        members = _group(pgid)
+        assert len(members) == 2, members
+        os.kill(pgid, signal.SIGKILL)
+        _wait_gone([pgid], 10)
+        assert not engine.alive()
+        assert len(_group(pgid)) == 1  # the orphaned child
+        # when the run ends and the engine is stopped
+        status = engine.stop()
+        # then the child is gone too (SIGKILL after the grace period), and the watchdog was
+        # released without signalling anything
+        assert status == -signal.SIGKILL
+        _wait_gone(members, 5)
+        assert engine.watchdog is None
+        assert watchdog.process.returncode == 0
+        assert "watchdog" not in engine.log_tail()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def test_a_released_watchdog_signals_nothing(tmp_path: Path) -> None:
