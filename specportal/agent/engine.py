@@ -53,6 +53,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Raise ``EngineFailed`` if another process holds ``port`` (a fixed ``--engine-port``).
+
+    Otherwise whatever listens there (another engine, any HTTP server) could answer the engine's
+    /health and be measured in its place. Binds as a server does (``SO_REUSEADDR``: the previous
+    run's connections in TIME_WAIT do not count); on Linux a listener on the wildcard address
+    conflicts too. A process that takes the port after this check makes the engine's own bind
+    fail: the engine exits with its own words, which ``wait_healthy`` reports.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise EngineFailed(
+                f"engine port {port} is already in use ({type(exc).__name__}: {exc}); "
+                "another process holds it, so the engine was not started"
+            ) from exc
+
+
 def apply_template(
     template: str | None, engine: str, argv: Sequence[str], executable_len: int
 ) -> list[str]:
@@ -86,6 +106,7 @@ class EngineProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        check_port_free(self.port)
         env = {**os.environ, **self.env_added}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
@@ -141,10 +162,13 @@ class EngineProcess:
                 if cancelled is not None and cancelled.is_set():
                     raise EngineFailed("cancelled while the engine was starting")
                 try:
-                    if client.get(self.base_url + "/health").status_code == 200:
-                        return
+                    answered = client.get(self.base_url + "/health").status_code == 200
                 except httpx.HTTPError:
-                    pass
+                    answered = False
+                # Alive before and after the answer: a 200 while our engine has already exited
+                # came from someone else (the next turn reports the exit with the engine's log).
+                if answered and self.alive():
+                    return
                 time.sleep(HEALTH_POLL_SECONDS)
         raise EngineFailed(
             f"the engine did not answer /health within {timeout:.0f} s:\n{self.log_tail()}"
