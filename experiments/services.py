@@ -32,6 +32,17 @@ log = logging.getLogger(__name__)
 
 # Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
 MAX_ATTEMPTS: Final = 2
+# What one attempt's agent reported (run_progress), cleared when the run is queued again.
+ATTEMPT_FIELDS: Final = (
+    "claimed_at",
+    "started_at",
+    "progress",
+    "engine_report",
+    "engine_checked",
+    "mismatches",
+    "engine_env",
+    "command",
+)
 # Sections of a configuration that must be equal across arms: an experiment compares proposals
 # over one target on one engine build.
 SHARED_SECTIONS: Final = ("engine", "engine_build", "target", "runtime", "sampling")
@@ -305,8 +316,13 @@ def _hosts_with_cells(experiment: Experiment, hosts: Sequence[GpuHost]) -> set[s
 
 
 def _run_time_refusals(experiment: Experiment) -> Iterator[tuple[str, str]]:
-    """Cells whose runs would outlast the broker's visibility timeout (Redis would redeliver)."""
-    limit = settings.CELERY_VISIBILITY_TIMEOUT
+    """Cells whose runs would outlast the broker's visibility timeout (Redis would redeliver).
+
+    The embedded filesystem broker has no visibility timeout: nothing to check there.
+    """
+    limit = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
+    if not isinstance(limit, int | float):
+        return
     fresh = experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER
     for workload in experiment.workloads:
         for load in experiment.loads:
@@ -396,7 +412,12 @@ def _queue(run: Run) -> None:
     run.attempt += 1
     run.queued_at = timezone.now()
     run.lease_expires_at = None
-    run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at"])
+    # What the previous attempt's agent reported belongs to that attempt: a retry must not show
+    # its engine, self-report or phase as if they were the new one's (the error keeps its note).
+    run.claimed_at = run.started_at = None
+    run.progress, run.engine_report, run.engine_env = {}, {}, {}
+    run.engine_checked, run.mismatches, run.command = [], [], []
+    run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at", *ATTEMPT_FIELDS])
     dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
 
 

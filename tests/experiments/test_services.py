@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.db import IntegrityError, InternalError, transaction
+from django.test import Client
 from django.utils import timezone
 
 from accounts.errors import ApplicationError
@@ -135,8 +136,8 @@ def test_start_refuses_a_silent_or_incapable_host_with_every_reason(setup: Setup
 def test_start_refuses_runs_that_would_outlast_the_brokers_visibility_timeout(
     setup: Setup, settings: Any
 ) -> None:
-    # given a broker that redelivers unacknowledged messages after 10 minutes
-    settings.CELERY_VISIBILITY_TIMEOUT = 600
+    # given a Redis broker that redelivers unacknowledged messages after 10 minutes
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
     long_load = {"name": "soak", "concurrency": 4, "duration_s": 900}
     experiment = services.experiment_create(
         **create_kwargs(setup, loads=[{"name": "c1", "concurrency": 1, "requests": 4}, long_load])
@@ -149,7 +150,20 @@ def test_start_refuses_runs_that_would_outlast_the_brokers_visibility_timeout(
     assert [m.split(":")[0] for m in reasons["loads.soak"]] == ["chat/soak", "code/soak"]
     assert "visibility timeout of 600 s" in reasons["loads.soak"][0]
     # and once the timeout is raised, the same experiment starts
-    settings.CELERY_VISIBILITY_TIMEOUT = 3600
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    services.experiment_start(experiment=experiment)
+    experiment.refresh_from_db()
+    assert experiment.status == Experiment.Status.RUNNING
+
+
+def test_the_embedded_broker_has_no_visibility_timeout_to_outlast(
+    setup: Setup, settings: Any
+) -> None:
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": "var/broker/queue"}
+    long_load = {"name": "soak", "concurrency": 4, "duration_s": 100_000}
+    experiment = services.experiment_create(
+        **create_kwargs(setup, loads=[{"name": "c1", "concurrency": 1, "requests": 4}, long_load])
+    )
     services.experiment_start(experiment=experiment)
     experiment.refresh_from_db()
     assert experiment.status == Experiment.Status.RUNNING
@@ -189,6 +203,52 @@ def test_claim_is_conditional_and_the_reaper_requeues_once(
     assert (run.status, run.attempt) == (Run.Status.FAILED, 2)
     # and the host's next run is queued
     assert Run.objects.filter(host=host, status=Run.Status.QUEUED).count() == 1
+
+
+def test_a_requeued_run_forgets_what_the_previous_attempts_agent_reported(setup: Setup) -> None:
+    experiment = services.experiment_create(**create_kwargs(setup, repetitions=1))
+    services.experiment_start(experiment=experiment)
+    run = Run.objects.filter(status=Run.Status.QUEUED, host__name="gpu-a").get()
+    host = run.host
+    # given a first attempt whose engine reported itself, disagreeing with the configuration
+    services.run_claim(host=host, run_id=run.pk, attempt=1)
+    mismatch = {
+        "path": "/target/max_model_len",
+        "configured": 4096,
+        "reported": 2048,
+        "source": "GET /v1/models data[].max_model_len",
+    }
+    services.run_progress(
+        host=host,
+        run_id=run.pk,
+        attempt=1,
+        phase="engine_started",
+        details={
+            "command": ["vllm", "serve", "m"],
+            "engine_env": {"VLLM_SERVER_DEV_MODE": "1"},
+            "engine_report": {"/version": {"version": "0.30.0"}},
+            "engine_checked": [{**mismatch, "match": False}],
+            "mismatches": [mismatch],
+        },
+    )
+    run.refresh_from_db()
+    assert run.mismatches == [mismatch]
+    assert run.status == Run.Status.RUNNING
+    # when its lease runs out and the reaper queues attempt 2
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert services.runs_reap_expired_leases() == 1
+    # then nothing of attempt 1's engine is shown as attempt 2's; only the error keeps the note
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (Run.Status.QUEUED, 2)
+    assert (run.engine_report, run.engine_checked, run.mismatches) == ({}, [], [])
+    assert (run.command, run.engine_env, run.progress) == ([], {}, {})
+    assert (run.claimed_at, run.started_at) == (None, None)
+    assert "attempt 1: lease expired" in run.error
+    page = Client()
+    page.force_login(setup.viewer)
+    html = page.get(f"/experiments/{experiment.pk}/").content.decode()
+    assert "mismatch(es) with the configuration" not in html
+    assert "/target/max_model_len" not in html
 
 
 def test_heartbeat_renews_only_the_lease_of_the_attempt_held(setup: Setup) -> None:

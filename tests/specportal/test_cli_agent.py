@@ -15,7 +15,7 @@ from specportal.cli.agent import broker_connection
 REDIS_URL = os.environ.get("SPECPORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
-def test_a_redis_agent_redelivers_only_after_the_shared_visibility_timeout(tmp_path: Path) -> None:
+def test_a_redis_agent_opens_its_channel_with_the_shared_visibility_timeout(tmp_path: Path) -> None:
     # given the agent's broker settings for Redis with a 2-hour visibility timeout
     url, options = broker_connection(REDIS_URL, tmp_path / "unused", 7200)
     assert url == REDIS_URL
