@@ -18,6 +18,7 @@ from django.utils import timezone
 from runs.models import FrozenConfiguration, GpuHost
 from runs.services import host_heartbeat_record
 from specportal.engines.document import diff
+from specportal.engines.versions import version_installed
 
 # Agents heartbeat every 15 s: four missed beats and the host counts as silent.
 HOST_SILENT_SECONDS: Final = 60
@@ -73,30 +74,6 @@ def _gpus_known_from(host: GpuHost) -> str:
             f"{host.inventory_reported_at:%Y-%m-%d %H:%M:%S} UTC"
         )
     return "as registered; its agent reported no GPUs"
-
-
-# A llama.cpp build is named by its commit: ``0.3.36+0c1e570`` (the sdist and its vendored
-# commit, as configurations pin it) and ``b1-0c1e570`` (``llama-server --version``, ``/props``).
-_LLAMACPP_COMMIT = re.compile(r"[+-]([0-9a-f]{7,40})$")
-
-
-def version_installed(engine: str, wanted: str, installed: list[str]) -> bool:
-    """Whether the pinned engine version is among the host's; llama.cpp builds match by commit,
-    Python packages by public version when the pin has no local label."""
-    if wanted in installed:
-        return True
-    if engine != "llamacpp":
-        # As PEP 440's ``==``: a pin without a local label accepts any (``0.11.0+cu128``).
-        return "+" not in wanted and any(v.split("+", 1)[0] == wanted for v in installed)
-    match = _LLAMACPP_COMMIT.search(wanted.strip().lower())
-    if not match:
-        return False
-    commit = match.group(1)
-    for version in installed:
-        other = _LLAMACPP_COMMIT.search(version.strip().lower())
-        if other and (other.group(1).startswith(commit) or commit.startswith(other.group(1))):
-            return True
-    return False
 
 
 def hub_models(document: Mapping[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from specportal.agent.client import ClaimConflict, PortalClient, PortalError
 from specportal.agent.engine import (
     CACHE_RESET,
     DEFAULT_HEALTH_TIMEOUT_SECONDS,
+    HEALTH_POLL_SECONDS,
     EngineFailed,
     EngineProcess,
     apply_template,
@@ -244,6 +245,8 @@ class Executor:
                 base_url = engine.base_url
             else:
                 base_url = str(spec["host"]["base_url"]).rstrip("/")
+                # A server still loading its model answers its self-report endpoints with 503s.
+                wait_endpoint_healthy(base_url, self.settings.health_timeout_seconds, cancelled)
             seen = collect_self_report(
                 document,
                 base_url,
@@ -355,3 +358,26 @@ class Executor:
 def _incomplete(result: Mapping[str, Any]) -> bool:
     """The load generator stopped before sending everything (``complete`` false)."""
     return result.get("complete") is False
+
+
+def wait_endpoint_healthy(base_url: str, timeout: float, cancelled: threading.Event) -> None:
+    """Until the endpoint's server answers ``/health`` with a 200 (it was started elsewhere)."""
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    with httpx.Client(timeout=2.0) as client:
+        while True:
+            if cancelled.is_set():
+                raise EngineFailed("cancelled while waiting for the endpoint to be healthy")
+            try:
+                status = client.get(base_url + "/health").status_code
+                if status == 200:
+                    return
+                last = f"HTTP {status}"
+            except httpx.HTTPError as exc:
+                last = str(exc) or type(exc).__name__
+            if time.monotonic() >= deadline:
+                raise EngineFailed(
+                    f"the endpoint {base_url} did not answer /health within {timeout:.0f} s "
+                    f"(last: {last})"
+                )
+            time.sleep(HEALTH_POLL_SECONDS)

@@ -43,6 +43,8 @@ from typing import Any, Final
 
 import httpx
 
+from specportal.engines.versions import package_version_matches
+
 # What each engine says about itself over HTTP, and where.
 SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
     "vllm": ("/version", "/v1/models", "/metrics"),
@@ -51,6 +53,10 @@ SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 # Start-up lines sit at the head of the log; a real vLLM prints a few hundred lines before /health.
 LOG_HEAD_BYTES: Final = 4 * 1024 * 1024
+
+
+# What self_report records for an endpoint that answered without a usable body.
+_NON_200: Final = frozenset({"status", "unreadable"})
 
 
 class _Missing:
@@ -76,15 +82,20 @@ def self_report(base_url: str, engine: str) -> dict[str, Any]:
         for path in SELF_REPORT_PATHS.get(engine, ("/v1/models",)):
             try:
                 response = client.get(base_url + path)
-                if response.status_code != 200:
-                    report[path] = {"status": response.status_code}
-                elif path == "/metrics":
-                    report[path] = metrics_facts(response.text)
-                else:
-                    body: Any = response.json()
-                    report[path] = body if body is not None else {"status": response.status_code}
-            except (httpx.HTTPError, ValueError) as exc:
+            except httpx.HTTPError as exc:
                 report[path] = {"error": str(exc)}
+                continue
+            if response.status_code != 200:
+                report[path] = {"status": response.status_code}
+            elif path == "/metrics":
+                report[path] = metrics_facts(response.text)
+            else:
+                try:
+                    body: Any = response.json()
+                except ValueError as exc:
+                    # Answered, but not with JSON: not what any of the engines serves there.
+                    body = {"status": 200, "unreadable": f"not JSON: {exc}"}
+                report[path] = body if body is not None else {"status": response.status_code}
     return report
 
 
@@ -98,7 +109,8 @@ VLLM_PER_POSITION: Final = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 def metrics_facts(text: str) -> dict[str, Any]:
     """What a ``/metrics`` exposition says about speculation: whether vLLM's counters exist,
-    and how many draft positions its per-position counter has."""
+    and how many draft positions its per-position counter has (nothing when vLLM exposes no
+    metrics of its own)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     families: set[str] = set()
@@ -114,6 +126,11 @@ def metrics_facts(text: str) -> dict[str, Any]:
                 )
     except ValueError as exc:
         return {"error": f"unreadable exposition: {exc}"}
+    if not any(name.startswith("vllm:") for name in families):
+        # vLLM registers its metrics with its stat loggers, which it builds only when logging
+        # stats (AsyncLLM: no StatLoggerManager under --disable-log-stats): no vllm:* family at
+        # all says nothing about speculation either way.
+        return {"vllm_families": 0}
     facts: dict[str, Any] = {"spec_decode": VLLM_DRAFTS in families}
     if VLLM_PER_POSITION in families:
         facts["spec_decode_positions"] = len(positions)
@@ -557,6 +574,12 @@ IDENTITY: Final[Mapping[str, tuple[str, str]]] = {
 }
 
 
+# Statuses that say the identity endpoint is not there: the server is another engine. Anything
+# else that is not a 200 (503 while a llama.cpp server loads its model, 500, 429, 401) is a
+# server that cannot answer now, which says nothing about which engine it is.
+NOT_THERE: Final = (404, 405)
+
+
 def _engine_identity(engine: str) -> Callable[[Sources], Any]:
     """The configured engine when its identity endpoint answers as that engine does; a
     description of what answered instead when it answered otherwise (another server)."""
@@ -564,13 +587,29 @@ def _engine_identity(engine: str) -> Callable[[Sources], Any]:
 
     def get(sources: Sources) -> Any:
         body = sources.get(path)
-        if not isinstance(body, Mapping) or "error" in body:
-            return MISSING  # nothing answered: the load generator will say so
-        if key in body:
+        if isinstance(body, Mapping) and key in body:
             return engine
-        return f"not {engine}: GET {path} answered {body.get('status', 'without ' + key)}"
+        status = _status(body)
+        if status is None:
+            return MISSING  # nothing answered: the load generator will say so
+        if status in NOT_THERE:
+            return f"not {engine}: GET {path} answered {status}"
+        if status == 200:
+            return f"not {engine}: GET {path} answered 200 without {key}"
+        return MISSING
 
     return get
+
+
+def _status(body: Any) -> int | None:
+    """The HTTP status :func:`self_report` recorded for an endpoint (None: no answer)."""
+    if isinstance(body, Mapping):
+        status = body.get("status")
+        if isinstance(status, int) and not isinstance(status, bool) and set(body) <= _NON_200:
+            return status
+        if "error" in body and len(body) == 1:
+            return None
+    return 200 if body is not None else None
 
 
 def _identity_row(engine: str) -> Report:
@@ -586,9 +625,17 @@ _SGLANG_INFO: Final = "GET /get_server_info"
 REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
     "vllm": (
         _identity_row("vllm"),
-        Report("/engine_build/version", "GET /version .version", _endpoint("/version", "version")),
         Report(
-            "/engine_build/version", f"{_VLLM_INIT} (vX)", _log("vllm_engine_config", "version")
+            "/engine_build/version",
+            "GET /version .version",
+            _endpoint("/version", "version"),
+            kind="package_version",
+        ),
+        Report(
+            "/engine_build/version",
+            f"{_VLLM_INIT} (vX)",
+            _log("vllm_engine_config", "version"),
+            kind="package_version",
         ),
         Report(
             "/target/model",
@@ -764,6 +811,7 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
             "/engine_build/version",
             f"{_SGLANG_INFO} .version",
             _endpoint("/get_server_info", "version"),
+            kind="package_version",
         ),
         Report(
             "/target/model_path",
@@ -771,9 +819,9 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
             _endpoint("/get_server_info", "model_path"),
             defining=True,
         ),
-        Report(
-            "/target/model_path", "GET /v1/models data[].root", _vllm_card("root"), defining=True
-        ),
+        # Not /v1/models data[].root: SGLang's card is ModelCard(id=served_model_name,
+        # root=served_model_name), any name the server was started with, and the served name is
+        # no part of a configuration; the model itself is .model_path above.
         Report(
             "/target/revision",
             f"{_SGLANG_INFO} .revision",
@@ -932,6 +980,9 @@ def _normalise(kind: str, value: Any) -> Any:
 
 
 def _same(row: Report, configured: Any, reported: Any) -> bool:
+    if row.kind == "package_version":
+        # The start checks' rule: a pin without a local label accepts 0.11.0+cu128.
+        return package_version_matches(str(configured), str(reported))
     left, right = _normalise(row.kind, configured), _normalise(row.kind, reported)
     if isinstance(left, float | int) and isinstance(right, float | int):
         if isinstance(left, bool) or isinstance(right, bool):

@@ -461,7 +461,7 @@ class SglangApp:
                         "object": "model",
                         "created": self.created,
                         "owned_by": "sglang",
-                        "root": self.config.model,
+                        "root": n,  # SGLang: ModelCard(id=served_model_name, root=<the same>)
                         "max_model_len": self.config.engine.max_model_len,
                     }
                     for n in self.config.served_model_names

@@ -659,11 +659,16 @@ class VllmApp:
         engines = self.server.engines
         model = self.config.model_name
         spec = self.config.engine.spec
+        # vLLM registers its vllm:* families with its stat loggers, which AsyncLLM builds only
+        # when logging stats: under --disable-log-stats /metrics carries none of them.
+        stats_off = bool(self.config.settings.get("disable_log_stats"))
 
         def labels(e: Engine) -> tuple[str, str]:
             return (model, str(e.index))
 
         def build(b: exposition.Builder) -> None:
+            if stats_off:
+                return
             base = ("model_name", "engine")
             b.gauge(
                 "vllm:num_requests_running",

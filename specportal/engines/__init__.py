@@ -7,4 +7,6 @@ the importer and the linter.
 * :mod:`specportal.engines.launch` — the exact argv and environment for a document;
 * :mod:`specportal.engines.importer` — an existing command line → a document;
 * :mod:`specportal.engines.lint` — findings ``{rule, severity, message, source}``.
+* :mod:`specportal.engines.versions` — whether an engine's version is the pinned one (start
+  checks and the agent's self-report use the same rule).
 """

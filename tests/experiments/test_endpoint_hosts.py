@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -301,3 +302,69 @@ def test_a_vllm_endpoint_drafting_another_window_is_refused_over_http(
         ) in run.error
         assert run.engine_report["/metrics"] == {"spec_decode": True, "spec_decode_positions": 2}
         assert not RequestRecord.objects.filter(run=run).exists()
+
+
+LLAMACPP: dict[str, Any] = {
+    "schema": 1,
+    "engine": "llamacpp",
+    "engine_build": {"version": "0.3.36+0c1e570"},
+    "target": {"model": "/models/target.gguf", "ctx_size": 4096, "parallel": 2},
+    "sampling": {"temperature": 0},
+}
+LOADING_SECONDS = 25.0
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_an_endpoint_still_loading_its_model_is_waited_for_and_measured(
+    setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
+) -> None:
+    # given a llama.cpp server still loading its model (it answers 503 on /health and /props
+    # until it is in) when the experiment starts
+    port = free_port()
+    launched = time.time()
+    processes.append(
+        Process(
+            "llama-server",
+            [
+                sys.executable, "-m", "specportal", "emulate", "--flavor", "llamacpp",
+                "--emu-step-ms", "10", "-m", LLAMACPP["target"]["model"], "-c", "4096",
+                "-np", "2", "--emu-startup-delay", str(LOADING_SECONDS), "--port", str(port),
+            ],
+            subprocess_env(),
+            tmp_path,
+        )
+    )  # fmt: skip
+    engines = {"llamacpp": ["0.3.36+0c1e570"]}
+    _host, token = register_host(
+        "llama-e", mode=GpuHost.Mode.ENDPOINT, base_url=f"http://127.0.0.1:{port}", engines=engines
+    )
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(
+        start_agent("llama-e", token, live_server.url, broker, tmp_path, engines=engines)
+    )
+    t0, _ = configuration_create(document=copy.deepcopy(LLAMACPP), name="llama t0")
+    t07, _ = configuration_create(
+        document={**copy.deepcopy(LLAMACPP), "sampling": {"temperature": 0.7}}, name="llama t07"
+    )
+    api, experiment_id = _experiment(
+        setup,
+        ["llama-e"],
+        baseline=t0.pk,
+        candidates=[t07.pk],
+        labels=["t0", "t07"],
+        arms_difference_reason=SAMPLING_REASON,
+    )
+    start_and_wait(api, experiment_id, processes, 180)
+    runs = list(Run.objects.filter(experiment_id=experiment_id).order_by("sequence"))
+    # (the first run was claimed while the server was still loading)
+    assert runs[0].claimed_at is not None
+    assert runs[0].claimed_at.timestamp() < launched + LOADING_SECONDS
+    # then the agent waited for /health: the server is recognised as llama.cpp, not called
+    # another engine for its 503s, and every run is measured
+    for run in runs:
+        assert run.status == Run.Status.DONE, run.error
+        own = [c for c in run.engine_checked if c["path"] == "/engine"]
+        assert [(c["reported"], c["match"]) for c in own] == [("llamacpp", True)]
+        assert run.mismatches == []
+        assert RequestRecord.objects.filter(run=run, success=True).count() == 2

@@ -9,10 +9,11 @@ import pytest
 
 from accounts.errors import ApplicationError
 from experiments import services
-from experiments.checks import host_refusals, version_installed
+from experiments.checks import host_refusals
 from experiments.models import Experiment
 from runs.models import FrozenConfiguration, GpuHost
 from runs.services import configuration_create, host_update
+from specportal.engines.versions import version_installed
 from tests.experiments.conftest import BASELINE, NGRAM, Setup, agent_as, create_kwargs
 from tests.runs.test_host_inventory import ONE_H100
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from specportal.agent.engine import apply_template, free_port
+from specportal.agent.engine import EngineFailed, apply_template, free_port
+from specportal.agent.executor import wait_endpoint_healthy
 from specportal.agent.selfreport import (
     MISSING,
     check,
@@ -33,6 +36,10 @@ from specportal.agent.selfreport import (
     read_log_head,
 )
 from specportal.engines.launch import build_launch_command
+from specportal.engines.versions import version_installed
+from tests.specportal.emulator.harness import StartEmulator, start_emulator
+
+__all__ = ["start_emulator"]  # the emulator tests' fixture, for a server still loading
 
 REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -229,6 +236,25 @@ def test_vllm_metrics_say_whether_it_speculates_and_with_how_many_positions() ->
     baseline = mismatches(check(vllm_document(), {"/metrics": metrics_facts(SPECULATING_METRICS)}))
     assert [(m["path"], m["reported"]) for m in baseline] == [("/proposal/method", True)]
     assert defining("vllm", plain + baseline) == plain + baseline
+
+
+# vLLM under --disable-log-stats: AsyncLLM builds no StatLoggerManager, so none of its vllm:*
+# families is registered; /metrics carries only what the process registers besides.
+STATS_OFF_METRICS = """\
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 12.5
+"""
+
+
+def test_vllm_metrics_without_any_vllm_family_say_nothing_about_speculation() -> None:
+    assert metrics_facts(STATS_OFF_METRICS) == {"vllm_families": 0}
+    assert metrics_facts("") == {"vllm_families": 0}
+    # neither "not speculating" for a candidate nor anything about its window
+    ngram = vllm_document(method="ngram", num_speculative_tokens=4)
+    checks = check(ngram, {"/metrics": metrics_facts(STATS_OFF_METRICS)})
+    assert [c for c in checks if "/metrics" in c["source"]] == []
+    assert check(vllm_document(), {"/metrics": metrics_facts(STATS_OFF_METRICS)}) == []
 
 
 # --- checks -------------------------------------------------------------------------------------
@@ -441,6 +467,128 @@ def test_a_server_of_another_engine_is_a_defining_mismatch(engines: Any) -> None
     assert [(c["reported"], c["match"]) for c in own] == [("llamacpp", True)]
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_version_pin_without_a_local_label_accepts_the_builds_label_as_the_start_check_does(
+    engine: str,
+) -> None:
+    # the start check lets a host with 0.11.0+cu128 run a configuration pinning 0.11.0
+    assert version_installed(engine, "0.11.0", ["0.11.0+cu128"])
+    if engine == "vllm":
+        document = vllm_document()
+        sources: dict[str, Any] = {
+            "/version": {"version": "0.11.0+cu128"},
+            "log": parse_log("vllm", REAL_VLLM_INIT.replace("(v0.30.0)", "(v0.11.0+cu128)")),
+        }
+    else:
+        document = {**copy.deepcopy(EMULATED["sglang"])}
+        sources = {"/get_server_info": {**SGLANG_INFO, "version": "0.11.0+cu128"}}
+    document["engine_build"] = {"version": "0.11.0"}
+    versions = [c for c in check(document, sources) if c["path"] == "/engine_build/version"]
+    assert versions
+    assert all(c["match"] for c in versions), versions
+    # a pin with a label wants that label, and another release is another release
+    for pin in ("0.11.0+cu126", "0.11.1"):
+        document["engine_build"] = {"version": pin}
+        versions = [c for c in check(document, sources) if c["path"] == "/engine_build/version"]
+        assert not any(c["match"] for c in versions), versions
+        assert not version_installed(engine, pin, ["0.11.0+cu128"])
+
+
+@pytest.mark.parametrize(
+    ("engine", "path"),
+    [("vllm", "/version"), ("sglang", "/get_server_info"), ("llamacpp", "/props")],
+)
+def test_only_an_identity_endpoint_that_is_not_there_says_another_engine(
+    engine: str, path: str
+) -> None:
+    document = EMULATED[engine]
+
+    def identity(body: Any) -> list[Any]:
+        return [c["reported"] for c in check(document, {path: body}) if c["path"] == "/engine"]
+
+    # loading (llama.cpp's /props answers 503 until the model is in), failing, rate-limited or
+    # refusing the caller: the server cannot answer now, which says nothing about what it is
+    for status in (503, 500, 502, 429, 401):
+        assert identity({"status": status}) == [], status
+    assert identity({"error": "connection refused"}) == []
+    # not there, or there without the engine's key: another server
+    assert identity({"status": 404}) == [f"not {engine}: GET {path} answered 404"]
+    assert identity({"status": 405}) == [f"not {engine}: GET {path} answered 405"]
+    key = {"vllm": "version", "sglang": "model_path", "llamacpp": "build_info"}[engine]
+    expected = [f"not {engine}: GET {path} answered 200 without {key}"]
+    assert identity({"status": "ok"}) == expected
+    assert identity({"status": 200, "unreadable": "not JSON: Expecting value"}) == expected
+
+
+class _Answering(BaseHTTPRequestHandler):
+    """Answers every GET with the server's status (an overloaded or failing server)."""
+
+    def do_GET(self) -> None:
+        status = self.server.status  # type: ignore[attr-defined]
+        body = b'{"detail":"busy"}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def answering() -> Iterator[Any]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(status: int) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+        server.status = status  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status", [503, 500, 429])
+def test_a_server_answering_errors_is_not_called_another_engine(
+    answering: Any, status: int
+) -> None:
+    url = answering(status)
+    seen = collect(vllm_document(method="ngram", num_speculative_tokens=4), url)
+    assert seen.report["/version"] == {"status": status}
+    assert seen.mismatches == []
+    assert seen.defining("vllm") == []
+    # the agent waits for /health before reading an endpoint, and gives up naming what it saw
+    with pytest.raises(
+        EngineFailed, match=f"did not answer /health within 1 s \\(last: HTTP {status}\\)"
+    ):
+        wait_endpoint_healthy(url, 1.0, threading.Event())
+
+
+def test_a_llamacpp_server_still_loading_is_waited_for_not_called_another_engine(
+    start_emulator: StartEmulator,
+) -> None:
+    emu = start_emulator(
+        "llamacpp", "-m", "/models/target.gguf", "-c", "2048", "-np", "2",
+        "--emu-startup-delay", "2",
+    )  # fmt: skip
+    document = llamacpp_document()
+    loading = collect(document, emu.url)
+    assert loading.report["/props"] == {"status": 503}
+    assert loading.mismatches == []
+    # the agent's wait for an endpoint's /health, then the same server recognised as llama.cpp
+    wait_endpoint_healthy(emu.url, 30.0, threading.Event())
+    ready = collect(document, emu.url)
+    assert [(c["reported"], c["match"]) for c in ready.checked if c["path"] == "/engine"] == [
+        ("llamacpp", True)
+    ]
+    assert ready.mismatches == []
+
+
 def test_unreported_and_unconfigured_rows_are_not_checked() -> None:
     # No endpoint answered and no log: nothing to compare, nothing claimed.
     assert check(vllm_document(), {"/version": {"error": "connection refused"}}) == []
@@ -548,3 +696,38 @@ def test_the_emulator_reports_its_own_configuration_and_a_different_window_is_fl
         }, flagged
     if engine == "sglang":
         assert "/target/revision" in checked
+
+
+def test_a_vllm_endpoint_without_stats_logging_is_not_called_a_non_speculating_server(
+    engines: Any,
+) -> None:
+    # vLLM started with --disable-log-stats exposes no vllm:* family: /metrics says nothing
+    document = copy.deepcopy(EMULATED["vllm"])
+    document["target"]["extra_args"] = ["--disable-log-stats"]
+    url, _log = engines(document)
+    seen = collect(document, url)
+    assert seen.report["/metrics"] == {"vllm_families": 0}
+    assert seen.mismatches == [], seen.checked
+    assert not [c for c in seen.checked if c["source"].startswith("GET /metrics")]
+    # a baseline configuration against it: nothing from /metrics claims either way
+    assert collect(vllm_document(), url).defining("vllm") == []
+
+
+def test_an_sglang_server_serving_its_model_under_another_name_agrees(engines: Any) -> None:
+    # SGLang's /v1/models card is ModelCard(id=served_model_name, root=served_model_name): with
+    # --served-model-name the card names no path, and the model is still the configured one
+    document = copy.deepcopy(EMULATED["sglang"])
+    document["target"]["extra_args"] = ["--served-model-name", "llama-8b"]
+    url, log_path = engines(document)
+    seen = collect(document, url, log_text=read_log_head(log_path))
+    assert seen.report["/v1/models"]["data"][0]["root"] == "llama-8b"
+    assert seen.mismatches == [], seen.checked
+    model = [c for c in seen.checked if c["path"] == "/target/model_path"]
+    assert [(c["source"], c["reported"], c["match"]) for c in model] == [
+        ("GET /get_server_info .model_path", MODEL, True)
+    ]
+    # another model behind the same name is still refused, from the server's own model_path
+    other = copy.deepcopy(document)
+    other["target"]["model_path"] = "Qwen/Qwen3-8B"
+    refused = collect(other, url).defining("sglang")
+    assert [(m["path"], m["reported"]) for m in refused] == [("/target/model_path", MODEL)]

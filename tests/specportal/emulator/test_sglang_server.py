@@ -88,6 +88,19 @@ def test_topk_one_sets_draft_tokens_to_steps_plus_one(start_emulator: StartEmula
     assert info["speculative_num_draft_tokens"] == 4
 
 
+def test_model_card_is_the_served_model_name_as_sglang_builds_it(
+    start_emulator: StartEmulator,
+) -> None:
+    # SGLang: ModelCard(id=served_model_name, root=served_model_name); the path is in server info.
+    emu = start_emulator("sglang", "--model-path", LLAMA, "--served-model-name", "llama")
+    (card,) = httpx.get(f"{emu.url}/v1/models").json()["data"]
+    assert (card["id"], card["root"]) == ("llama", "llama")
+    assert httpx.get(f"{emu.url}/get_server_info").json()["model_path"] == LLAMA
+    plain = start_emulator("sglang", "--model-path", LLAMA)
+    (card,) = httpx.get(f"{plain.url}/v1/models").json()["data"]
+    assert (card["id"], card["root"]) == (LLAMA, LLAMA)
+
+
 def test_metrics_only_with_enable_metrics(start_emulator: StartEmulator) -> None:
     plain = start_emulator("sglang", "--model-path", LLAMA)
     assert httpx.get(f"{plain.url}/metrics").status_code == 404

@@ -136,6 +136,21 @@ def test_reset_prefix_cache_exists_in_dev_mode(start_emulator: StartEmulator) ->
     assert httpx.post(f"{emu.url}/reset_prefix_cache").status_code == 200
 
 
+def test_disable_log_stats_leaves_metrics_without_any_vllm_family(
+    start_emulator: StartEmulator,
+) -> None:
+    # vLLM's AsyncLLM builds its stat loggers (which register every vllm:* metric) only when
+    # logging stats: /metrics still answers, with none of vLLM's own families.
+    emu = start_emulator("vllm", MODEL, "--speculative-config", NGRAM, "--disable-log-stats")
+    with httpx.Client(timeout=10) as client:
+        client.post(f"{emu.url}/v1/completions", json={"prompt": "hi", "max_tokens": 4})
+        response = client.get(f"{emu.url}/metrics")
+    assert response.status_code == 200
+    names = {f.name for f in text_string_to_metric_families(response.text)}
+    assert not {name for name in names if name.startswith("vllm:")}
+    assert "vllm:" not in response.text
+
+
 def test_metrics_parse_with_exact_names_labels_and_types(start_emulator: StartEmulator) -> None:
     emu = start_emulator("vllm", MODEL, "--speculative-config", NGRAM)
     with httpx.Client(timeout=10) as client:
