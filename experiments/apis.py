@@ -92,7 +92,7 @@ class RunOutput(serializers.Serializer[Any]):
     requests_total = serializers.IntegerField()
     requests_failed = serializers.IntegerField()
     # Fraction of prompt tokens served from the prefix cache; null when the engine did not say.
-    prefix_cache_hit_rate = serializers.FloatField(allow_null=True)
+    prefix_cache_hit_fraction = serializers.FloatField(allow_null=True)
     prefix_cache_source = serializers.CharField(source="prefix_cache.source", allow_null=True)
 
 
@@ -187,12 +187,14 @@ class CellArmOutput(serializers.Serializer[Any]):
     arm = serializers.CharField()
     runs = serializers.IntegerField()
     figures = serializers.DictField(child=serializers.FloatField(allow_null=True))
-    prefix_cache_hit_rates = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    prefix_cache_hit_fractions = serializers.ListField(
+        child=serializers.FloatField(allow_null=True)
+    )
 
 
 class PrefixCacheBlockOutput(serializers.Serializer[Any]):
     repetition = serializers.IntegerField()
-    rates = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    hit_fractions = serializers.DictField(child=serializers.FloatField(allow_null=True))
     flagged = serializers.BooleanField()
     reasons = serializers.ListField(child=serializers.CharField())
 
@@ -210,7 +212,7 @@ class CellOutput(serializers.Serializer[Any]):
 
 
 class ExperimentCellsApi(APIView):
-    """Each cell's arms side by side: median figures, prefix-cache hit rates and the flag."""
+    """Each cell's arms side by side: median figures, prefix-cache hit fractions and the flag."""
 
     @extend_schema(
         operation_id="experiments_cells_retrieve",

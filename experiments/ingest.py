@@ -29,6 +29,7 @@ from isal import igzip
 
 from experiments import pgcopy
 from experiments.models import REQUEST_RECORD_FIELDS, RequestRecord, ResultUpload, Run
+from specportal.loadgen.result import upgrade
 
 ENVELOPE_SCHEMA: Final = 1
 OUTCOMES: Final = {
@@ -203,7 +204,8 @@ def upload_ingest(*, upload_id: int) -> Run:
             envelope = decode_envelope(_upload_body(upload.pk))
         except IngestError as exc:
             envelope = {"outcome": "failed", "error": f"unreadable result upload: {exc}"}
-        result = envelope.get("result") or {}
+        # Uploads of older agents carry older key names (SCHEMA.md "Versions"): stored as now.
+        result = upgrade(envelope.get("result") or {})
         records = result.get("requests") or []
         count = store_records(run.pk, records) if records else 0
     finally:
@@ -230,8 +232,8 @@ def upload_ingest(*, upload_id: int) -> Run:
     run.server = result.get("server") or {}
     run.acceptance = result.get("acceptance") or {}
     run.prefix_cache = result.get("prefix_cache") or {}
-    rate = run.prefix_cache.get("hit_rate", (run.summary or {}).get("prefix_cache_hit_rate"))
-    run.prefix_cache_hit_rate = float(rate) if isinstance(rate, int | float) else None
+    hit = run.prefix_cache.get("hit_fraction", (run.summary or {}).get("prefix_cache_hit_fraction"))
+    run.prefix_cache_hit_fraction = float(hit) if isinstance(hit, int | float) else None
     run.requests_total = len(records) if records else None
     run.requests_failed = failed if records else None
     if envelope.get("error"):
@@ -260,7 +262,7 @@ def upload_ingest(*, upload_id: int) -> Run:
             "server",
             "acceptance",
             "prefix_cache",
-            "prefix_cache_hit_rate",
+            "prefix_cache_hit_fraction",
             "requests_total",
             "requests_failed",
             "error",

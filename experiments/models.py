@@ -156,7 +156,7 @@ class Run(models.Model):
     acceptance = models.JSONField(default=dict, blank=True)  # speculative counters, per engine
     # The load generator's prefix-cache figure (specportal.loadgen.prefixcache): a fraction, or
     # null when the engine did not say; ``prefix_cache`` keeps its source, tokens and reason.
-    prefix_cache_hit_rate = models.FloatField(null=True, blank=True)
+    prefix_cache_hit_fraction = models.FloatField(null=True, blank=True)
     prefix_cache = models.JSONField(default=dict, blank=True)
     result_attempt = models.PositiveIntegerField(null=True, blank=True)
     result_schema = models.PositiveIntegerField(null=True, blank=True)

@@ -91,21 +91,26 @@ def acceptance_rate(run: Run) -> float | None:
 
 
 def prefix_cache_blocks(
-    rates: Mapping[tuple[int, str], float | None], arms: list[str]
+    hit_fractions: Mapping[tuple[int, str], float | None], arms: list[str]
 ) -> dict[str, Any]:
-    """One cell's prefix-cache check: per repetition block, the arms' rates and the comparison.
+    """One cell's prefix-cache check: per repetition block, the arms' hit fractions and the
+    comparison.
 
-    ``rates`` maps (repetition, arm) to the hit rate of a finished run (None: unavailable). The
-    cell is flagged when any block is.
+    ``hit_fractions`` maps (repetition, arm) to the prefix-cache hit fraction of a finished run
+    (None: unavailable). The cell is flagged when any block is.
     """
     blocks: list[dict[str, Any]] = []
-    for repetition in sorted({rep for rep, _ in rates}):
-        block = {arm: rates[(repetition, arm)] for arm in arms if (repetition, arm) in rates}
+    for repetition in sorted({rep for rep, _ in hit_fractions}):
+        block = {
+            arm: hit_fractions[(repetition, arm)]
+            for arm in arms
+            if (repetition, arm) in hit_fractions
+        }
         comparison = compare_arms(block)
         blocks.append(
             {
                 "repetition": repetition,
-                "rates": block,
+                "hit_fractions": block,
                 "flagged": comparison.flagged,
                 "reasons": comparison.reasons,
             }
@@ -120,16 +125,16 @@ def prefix_cache_blocks(
 
 def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
     """Per cell, per arm: the summary figures of finished runs (median over repetitions), the
-    prefix-cache hit rates, and the cell's prefix-cache flag (``prefix_cache_blocks``)."""
+    prefix-cache hit fractions, and the cell's prefix-cache flag (``prefix_cache_blocks``)."""
     import statistics
 
     arms = [arm.label for arm in experiment.arms.all()]
     runs = experiment.runs.select_related("arm").filter(summary__isnull=False)
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
-    hit_rates: dict[str, dict[tuple[int, str], float | None]] = {}
+    hit_fractions: dict[str, dict[tuple[int, str], float | None]] = {}
     for run in runs:
-        hit_rates.setdefault(run.cell, {})[(run.repetition, run.arm.label)] = (
-            run.prefix_cache_hit_rate
+        hit_fractions.setdefault(run.cell, {})[(run.repetition, run.arm.label)] = (
+            run.prefix_cache_hit_fraction
         )
         figures = values.setdefault((run.cell, run.arm.label), {})
         for key in SIDE_BY_SIDE_KEYS:
@@ -142,7 +147,7 @@ def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
     for workload in experiment.workloads:
         for load in experiment.loads:
             cell = f"{workload['name']}/{load['name']}"
-            cell_rates = hit_rates.get(cell, {})
+            cell_hits = hit_fractions.get(cell, {})
             cells.append(
                 {
                     "cell": cell,
@@ -155,13 +160,13 @@ def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
                                 for key in SIDE_BY_SIDE_KEYS
                                 for v in [values.get((cell, arm), {}).get(key, [])]
                             },
-                            "prefix_cache_hit_rates": [
-                                rate for (_, a), rate in sorted(cell_rates.items()) if a == arm
+                            "prefix_cache_hit_fractions": [
+                                hit for (_, a), hit in sorted(cell_hits.items()) if a == arm
                             ],
                         }
                         for arm in arms
                     ],
-                    "prefix_cache": prefix_cache_blocks(cell_rates, arms),
+                    "prefix_cache": prefix_cache_blocks(cell_hits, arms),
                 }
             )
     return cells

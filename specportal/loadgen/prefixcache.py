@@ -1,8 +1,10 @@
-"""Prefix-cache hit rate of a run: one definition per engine, its source, and "unavailable" as such.
+"""Prefix-cache hit fraction of a run: one definition per engine, its source, "unavailable" as such.
 
-The hit rate is the fraction of the measured requests' prompt tokens the engine took from its prefix
-cache instead of computing them. A warm arm beside a cold one inflates throughput and TTFT
-(DESIGN §1), so every run records it and the portal flags cells whose arms differ.
+The hit fraction (``prefix_cache.hit_fraction``, ``summary.prefix_cache_hit_fraction``: SpecPortal's
+own key, a fraction, DESIGN §4) is the fraction of the measured requests' prompt tokens the engine
+took from its prefix cache instead of computing them. A warm arm beside a cold one inflates
+throughput and TTFT (DESIGN §1), so every run records it and the portal flags cells whose arms
+differ.
 
 * **vLLM**: Δ``vllm:prefix_cache_hits`` / Δ``vllm:prefix_cache_queries`` between the "before" and
   "after" ``/metrics`` scrapes. Both are prometheus_client counters, so the exposed samples are
@@ -32,7 +34,7 @@ cache instead of computing them. A warm arm beside a cold one inflates throughpu
 records are kept apart), and the runner takes the "before" scrape after the warmup requests
 finished, so the counter deltas cover the measured window only.
 
-No value is ever 0 for "unknown": ``hit_rate`` is ``None`` with a ``reason`` when the engine does not
+No value is ever 0 for "unknown": ``hit_fraction`` is ``None`` with a ``reason`` when the engine does not
 say (no ``/metrics``, a route without cache fields, nothing measured).
 """
 
@@ -44,7 +46,7 @@ from typing import Any, Final
 from specportal.loadgen.records import RequestRecord
 from specportal.loadgen.scrape import Samples, total
 
-# Short, stable names of where a hit rate came from (``summary.prefix_cache_source``).
+# Short, stable names of where a hit fraction came from (``summary.prefix_cache_source``).
 SOURCE_VLLM_COUNTERS: Final = "vllm:prefix_cache counter deltas"
 SOURCE_SGLANG_META: Final = "sglang meta_info.cached_tokens"
 SOURCE_SGLANG_COUNTERS: Final = "sglang:cached_tokens counter deltas"
@@ -115,7 +117,7 @@ _PER_REQUEST = {
 def unavailable(engine: str | None, reason: str) -> dict[str, Any]:
     return {
         "engine": engine,
-        "hit_rate": None,
+        "hit_fraction": None,
         "source": None,
         "hit_tokens": None,
         "query_tokens": None,
@@ -150,7 +152,7 @@ def _from_records(
         reason=None,
     )
     if queries:
-        out["hit_rate"] = hits / queries
+        out["hit_fraction"] = hits / queries
     else:
         out.update(source=None, reason="the responses reported no prompt tokens")
     return out
@@ -175,10 +177,10 @@ def _vllm(
         reason=None,
     )
     if queries > 0:
-        out["hit_rate"] = hits / queries
+        out["hit_fraction"] = hits / queries
     elif prompt_tokens or (prompt_tokens is None and records):
         # Prefill happened but the cache was never looked up: prefix caching is off.
-        out["hit_rate"] = 0.0
+        out["hit_fraction"] = 0.0
         out["reason"] = (
             "the prefix cache was not queried while prompts were processed (prefix caching "
             "off): no prompt token came from a cache"
@@ -207,7 +209,7 @@ def _sglang_counters(
         reason=None,
     )
     if prompt > 0:
-        out["hit_rate"] = cached / prompt
+        out["hit_fraction"] = cached / prompt
     else:
         out.update(source=None, reason="no prompt was processed during the run")
     return out
@@ -219,7 +221,7 @@ def compute_prefix_cache(
     before: Samples | None,
     after: Samples | None,
 ) -> dict[str, Any]:
-    """The run's prefix-cache hit rate (module docstring); ``records`` are the measured requests.
+    """The run's prefix-cache hit fraction (module docstring); ``records`` are the measured requests.
 
     Only successful, non-warmup records count: a failed request's usage and timings may be
     missing or partial.
@@ -227,9 +229,9 @@ def compute_prefix_cache(
     measured = [r for r in records if r.success and not r.warmup]
     if engine == "vllm":
         result = _vllm(measured, before, after)
-        if result["hit_rate"] is None and measured:
+        if result["hit_fraction"] is None and measured:
             fallback = _from_records("vllm", SOURCE_USAGE_DETAILS, measured)
-            if fallback is not None and fallback["hit_rate"] is not None:
+            if fallback is not None and fallback["hit_fraction"] is not None:
                 fallback["counters_unavailable"] = result["reason"]
                 result = fallback
         return result
@@ -259,8 +261,8 @@ def compute_prefix_cache(
 
 
 def summary_keys(prefix_cache: Mapping[str, Any]) -> dict[str, Any]:
-    """The two keys the run summary carries: the rate (or None) and where it came from."""
+    """The two keys the run summary carries: the hit fraction (or None) and where it came from."""
     return {
-        "prefix_cache_hit_rate": prefix_cache.get("hit_rate"),
+        "prefix_cache_hit_fraction": prefix_cache.get("hit_fraction"),
         "prefix_cache_source": prefix_cache.get("source"),
     }

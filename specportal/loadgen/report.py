@@ -135,10 +135,11 @@ def _specportal_section(result: Result) -> list[str]:
     ):
         value = acc.get(key)
         lines.append(_row(label, value if value is not None else "unavailable"))
-    hit_rate = result.prefix_cache.get("hit_rate")
+    hit_fraction = result.prefix_cache.get("hit_fraction")
     lines.append(
         _row(
-            "Prefix-cache hit rate (fraction):", hit_rate if hit_rate is not None else "unavailable"
+            "Prefix-cache hit fraction:",
+            hit_fraction if hit_fraction is not None else "unavailable",
         )
     )
     if s.get("error_kinds"):

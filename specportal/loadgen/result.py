@@ -16,7 +16,17 @@ from specportal.loadgen.config import BenchConfig
 from specportal.loadgen.records import RequestRecord
 
 SCHEMA_NAME = "specportal.loadgen.result"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# Keys version 2 renamed (SCHEMA.md "Versions"), per part of the document: old name → new name.
+# Version 1 called the run's prefix-cache figure, a fraction, ``*_hit_rate`` like vLLM's percent
+# keys (DESIGN §4: SpecPortal's own keys are ``*_fraction``), and ``server.parsed`` used the name
+# ``prefix_cache_hit_fraction`` for vLLM's bare counter ratio, which is not the run's figure.
+_RENAMED_IN_2: dict[tuple[str, ...], dict[str, str]] = {
+    ("summary",): {"prefix_cache_hit_rate": "prefix_cache_hit_fraction"},
+    ("prefix_cache",): {"hit_rate": "hit_fraction"},
+    ("server", "parsed"): {"prefix_cache_hit_fraction": "prefix_cache_counter_hit_fraction"},
+}
 
 
 def _finite(obj: Any) -> Any:
@@ -69,6 +79,37 @@ def summarize_records(
         met = sum(1 for r in sent if metrics.meets_slos(r, options.goodput))
         summary["slo_attainment"] = met / len(sent) if sent else None
     return summary
+
+
+def _renamed(part: Any, names: dict[str, str]) -> Any:
+    if not isinstance(part, dict) or not names.keys() & part.keys():
+        return part
+    return {names.get(key, key): value for key, value in part.items()}
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A result document with the current version's key names; the input is not changed.
+
+    Older documents (stored uploads, files written before a rename) read as if written now, so
+    readers know one set of names. ``schema_version`` is left as written. Versions newer than
+    this reader are the caller's to refuse.
+    """
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version >= 2:
+        return data
+    out = dict(data)
+    for path, names in _RENAMED_IN_2.items():
+        parent = out
+        for key in path[:-1]:
+            child = parent.get(key)
+            if not isinstance(child, dict):
+                break
+            parent[key] = dict(child)
+            parent = parent[key]
+        else:
+            if path[-1] in parent:
+                parent[path[-1]] = _renamed(parent[path[-1]], names)
+    return out
 
 
 @dataclass
@@ -133,6 +174,7 @@ class Result:
         version = data.get("schema_version")
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise ValueError(f"unsupported result schema version {version!r}")
+        data = upgrade(data)
         return cls(
             config=BenchConfig.from_dict(data["config"]),
             requests=[RequestRecord.from_dict(r) for r in data["requests"]],

@@ -283,7 +283,7 @@ def parse_scrapes(scrapes: Sequence[Scrape]) -> dict[str, Any]:
         a = _first(after, candidates) if after else None
         deltas[name] = a - b if a is not None and b is not None else None
     queries, hits = deltas.get("prefix_cache_queries"), deltas.get("prefix_cache_hits")
-    hit_rate = hits / queries if queries and hits is not None else None
+    counter_hit_fraction = hits / queries if queries and hits is not None else None
     return {
         "scrapes": parsed,
         "gauges": {k: v for k, v in gauges.items()},
@@ -291,6 +291,8 @@ def parse_scrapes(scrapes: Sequence[Scrape]) -> dict[str, Any]:
         # counters as sampled (cumulative values): when preemptions or cache hits happened
         "counters": counters,
         "counter_deltas": deltas,
-        "prefix_cache_hit_fraction": hit_rate,
+        # Δhits / Δqueries of vLLM's counters alone, null when nothing was looked up: not the run's
+        # figure (``prefixcache``: also older counter names, 0.0 with caching off, other engines).
+        "prefix_cache_counter_hit_fraction": counter_hit_fraction,
         "parse_errors": errors,
     }

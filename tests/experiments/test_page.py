@@ -170,12 +170,12 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
         else:
             assert acceptance == "–"
         # the prefix-cache hit rate the agent's load generator read from vLLM's counters
-        assert run.prefix_cache_hit_rate is not None, run.prefix_cache
-        shown_rate = row.locator('td[data-key="prefix_cache_hit_rate"]').inner_text()
-        assert shown_rate == str(floatformat(run.prefix_cache_hit_rate, 3))
+        assert run.prefix_cache_hit_fraction is not None, run.prefix_cache
+        shown_rate = row.locator('td[data-key="prefix_cache_hit_fraction"]').inner_text()
+        assert shown_rate == str(floatformat(run.prefix_cache_hit_fraction, 3))
     # a cell is flagged exactly when its arms' stored rates disagree
     for cell in {run.cell for run in runs}:
-        rates = {r.arm.label: r.prefix_cache_hit_rate for r in runs if r.cell == cell}
+        rates = {r.arm.label: r.prefix_cache_hit_fraction for r in runs if r.cell == cell}
         flags = page.locator(f'#cells tr[data-cell="{cell}"] .prefix-cache-flag').count()
         assert flags == (2 if compare_arms(rates).flagged else 0), (cell, rates)
     # what the engine said about itself, against the configuration, beside each run

@@ -1,4 +1,4 @@
-"""Prefix-cache hit rate per run, stored, and the flag on cells whose arms differ (PostgreSQL).
+"""Prefix-cache hit fraction per run, stored, and the flag on cells whose arms differ (PostgreSQL).
 
 Every run is measured for real: the load generator runs against an emulated vLLM over loopback
 (repeated prompts, so a caching server hits), its result file goes through the agent's upload and
@@ -7,13 +7,16 @@ the portal's ingestion, and the flag is read back through the selector, the REST
 
 from __future__ import annotations
 
+import copy
 import gzip
+import importlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from django.apps import apps
 from django.test import Client
 
 from experiments import selectors, services
@@ -58,7 +61,12 @@ def _measure(url: str) -> dict[str, Any]:
     return run_benchmark(config, workload=items, handle_sigint=False).to_dict()
 
 
-def _run_all(experiment: Experiment, server_for: Callable[[Run], str], reset: bool) -> None:
+def _run_all(
+    experiment: Experiment,
+    server_for: Callable[[Run], str],
+    reset: bool,
+    measure: Callable[[str], dict[str, Any]] = _measure,
+) -> None:
     """Play the agent for every run in execution order: claim, measure, upload, ingest."""
     while run := Run.objects.filter(experiment=experiment, status=Run.Status.QUEUED).first():
         services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
@@ -66,7 +74,7 @@ def _run_all(experiment: Experiment, server_for: Callable[[Run], str], reset: bo
         if reset:  # the experiment's cache policy: reset through the engine's endpoint
             assert httpx.post(f"{url}/reset_prefix_cache").status_code == 200
         envelope = {"schema": 1, "outcome": "done", "error": None, "engine": {},
-                    "result": _measure(url)}  # fmt: skip
+                    "result": measure(url)}  # fmt: skip
         upload = services.run_result_receive(
             host=run.host,
             run_id=run.pk,
@@ -98,27 +106,27 @@ def test_one_arm_with_prefix_caching_and_one_without_flags_the_cell(
     # stored per run, queryable as a column: 3 of 6 requests repeat a cached prompt (6 blocks
     # of 16 of their 100 tokens), the arm without caching measures 0.0, not "unavailable"
     for rep in (1, 2):
-        assert runs[("baseline", rep)].prefix_cache_hit_rate == pytest.approx(3 * 96 / 600)
-        assert runs[("ngram", rep)].prefix_cache_hit_rate == 0.0
+        assert runs[("baseline", rep)].prefix_cache_hit_fraction == pytest.approx(3 * 96 / 600)
+        assert runs[("ngram", rep)].prefix_cache_hit_fraction == 0.0
         assert runs[("baseline", rep)].prefix_cache["source"] == "vllm:prefix_cache counter deltas"
-        assert (runs[("ngram", rep)].summary or {})["prefix_cache_hit_rate"] == 0.0
-    assert Run.objects.filter(experiment=experiment, prefix_cache_hit_rate__gt=0).count() == 2
+        assert (runs[("ngram", rep)].summary or {})["prefix_cache_hit_fraction"] == 0.0
+    assert Run.objects.filter(experiment=experiment, prefix_cache_hit_fraction__gt=0).count() == 2
 
     [cell] = selectors.experiment_cells(experiment=experiment)
     assert cell["prefix_cache"]["flagged"]
     assert [b["flagged"] for b in cell["prefix_cache"]["blocks"]] == [True, True]
-    assert cell["prefix_cache"]["blocks"][0]["rates"] == {
+    assert cell["prefix_cache"]["blocks"][0]["hit_fractions"] == {
         "baseline": pytest.approx(0.48),
         "ngram": 0.0,
     }
     by_arm = {a["arm"]: a for a in cell["arms"]}
-    assert by_arm["baseline"]["prefix_cache_hit_rates"] == [pytest.approx(0.48)] * 2
-    assert by_arm["ngram"]["prefix_cache_hit_rates"] == [0.0, 0.0]
+    assert by_arm["baseline"]["prefix_cache_hit_fractions"] == [pytest.approx(0.48)] * 2
+    assert by_arm["ngram"]["prefix_cache_hit_fractions"] == [0.0, 0.0]
 
     # the REST API: per run and per cell
     api = api_as(setup.viewer)
     listed = api.get("/api/v1/runs/", {"experiment": experiment.pk}).json()
-    rates = {(r["arm"], r["repetition"]): r["prefix_cache_hit_rate"] for r in listed}
+    rates = {(r["arm"], r["repetition"]): r["prefix_cache_hit_fraction"] for r in listed}
     assert rates[("ngram", 1)] == 0.0
     assert rates[("baseline", 1)] == pytest.approx(0.48)
     assert {r["prefix_cache_source"] for r in listed} == {"vllm:prefix_cache counter deltas"}
@@ -133,8 +141,8 @@ def test_one_arm_with_prefix_caching_and_one_without_flags_the_cell(
     client.force_login(setup.viewer)
     html = client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert html.count("prefix cache differs between arms") == 2  # on both arms' rows
-    assert '<td data-key="prefix_cache_hit_rate">0.480 · 0.480</td>' in html
-    assert '<td data-key="prefix_cache_hit_rate">0.000 · 0.000</td>' in html
+    assert '<td data-key="prefix_cache_hit_fraction">0.480 · 0.480</td>' in html
+    assert '<td data-key="prefix_cache_hit_fraction">0.000 · 0.000</td>' in html
     assert "repetition 1: prefix-cache hit rates differ by 48.0 points" in html
 
 
@@ -150,8 +158,8 @@ def test_a_warm_arm_beside_a_cold_one_is_flagged_without_a_cache_reset(
     assert cell["prefix_cache"]["flagged"]
     first = experiment.runs.get(sequence=1)
     second = experiment.runs.get(sequence=2)
-    assert first.prefix_cache_hit_rate == pytest.approx(0.48)
-    assert second.prefix_cache_hit_rate == pytest.approx(6 * 96 / 600)
+    assert first.prefix_cache_hit_fraction == pytest.approx(0.48)
+    assert second.prefix_cache_hit_fraction == pytest.approx(6 * 96 / 600)
 
 
 def test_equal_arms_under_a_cache_reset_are_not_flagged(
@@ -163,9 +171,79 @@ def test_equal_arms_under_a_cache_reset_are_not_flagged(
     [cell] = selectors.experiment_cells(experiment=experiment)
     assert not cell["prefix_cache"]["flagged"]
     assert cell["prefix_cache"]["reasons"] == []
-    rates = [r.prefix_cache_hit_rate for r in experiment.runs.all()]
+    rates = [r.prefix_cache_hit_fraction for r in experiment.runs.all()]
     assert rates == [pytest.approx(0.48)] * 4
     client = Client()
     client.force_login(setup.viewer)
     html = client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert "prefix cache differs between arms" not in html
+
+
+def _as_version_1(result: dict[str, Any]) -> dict[str, Any]:
+    """The same result file as an agent of result schema version 1 wrote it (SCHEMA.md)."""
+    old = copy.deepcopy(result)
+    old["schema_version"] = 1
+    old["summary"]["prefix_cache_hit_rate"] = old["summary"].pop("prefix_cache_hit_fraction")
+    old["prefix_cache"]["hit_rate"] = old["prefix_cache"].pop("hit_fraction")
+    parsed = old["server"]["parsed"]
+    parsed["prefix_cache_hit_fraction"] = parsed.pop("prefix_cache_counter_hit_fraction")
+    return old
+
+
+def test_an_older_agents_upload_is_stored_under_the_current_names(
+    setup: Setup, start_emulator: StartEmulator
+) -> None:
+    server = _vllm(start_emulator, "--enable-prefix-caching")
+    experiment = _experiment(setup)
+    _run_all(experiment, lambda run: server.url, reset=True,
+             measure=lambda url: _as_version_1(_measure(url)))  # fmt: skip
+    runs = list(experiment.runs.all())
+    assert [r.result_schema for r in runs] == [1] * 4  # as uploaded
+    for run in runs:
+        assert run.prefix_cache_hit_fraction == pytest.approx(0.48)
+        summary = run.summary or {}
+        assert summary["prefix_cache_hit_fraction"] == pytest.approx(0.48)
+        assert "prefix_cache_hit_rate" not in summary
+        assert run.prefix_cache["hit_fraction"] == pytest.approx(0.48)
+        assert "hit_rate" not in run.prefix_cache
+        parsed = run.server["parsed"]
+        assert parsed["prefix_cache_counter_hit_fraction"] == pytest.approx(0.48)
+        assert "prefix_cache_hit_fraction" not in parsed
+    [cell] = selectors.experiment_cells(experiment=experiment)
+    assert not cell["prefix_cache"]["flagged"]
+
+
+def test_the_migration_renames_the_keys_already_stored_on_runs(setup: Setup) -> None:
+    migration = importlib.import_module("experiments.migrations.0007_run_prefix_cache_hit_fraction")
+    experiment = _experiment(setup)
+    stored, untouched = experiment.runs.order_by("sequence")[:2]
+    version_1 = {
+        "summary": {"completed": 6, "prefix_cache_hit_rate": 0.48, "prefix_cache_source": "s"},
+        "prefix_cache": {"engine": "vllm", "hit_rate": 0.48, "source": "s"},
+        "server": {"scrapes": [], "parsed": {"prefix_cache_hit_fraction": 0.5, "gauges": {}}},
+    }
+    Run.objects.filter(pk=stored.pk).update(**version_1)
+    Run.objects.filter(pk=untouched.pk).update(summary={"completed": 6})
+
+    migration.forward(apps, None)
+    stored.refresh_from_db()
+    assert stored.summary == {
+        "completed": 6,
+        "prefix_cache_hit_fraction": 0.48,
+        "prefix_cache_source": "s",
+    }
+    assert stored.prefix_cache == {"engine": "vllm", "hit_fraction": 0.48, "source": "s"}
+    assert stored.server == {
+        "scrapes": [],
+        "parsed": {"prefix_cache_counter_hit_fraction": 0.5, "gauges": {}},
+    }
+    untouched.refresh_from_db()
+    assert (untouched.summary, untouched.prefix_cache, untouched.server) == (
+        {"completed": 6},
+        {},
+        {},
+    )
+
+    migration.backward(apps, None)
+    stored.refresh_from_db()
+    assert (stored.summary, stored.prefix_cache, stored.server) == tuple(version_1.values())

@@ -87,5 +87,5 @@ def test_saved_vllm_result_is_read_back_as_the_load_generators_result(
     pc = result["prefix_cache"]
     assert pc["source"] == "vllm:prefix_cache counter deltas"
     assert pc["query_tokens"] == sum(r["prompt_tokens"] for r in result["requests"]) == 4 * 32
-    assert result["summary"]["prefix_cache_hit_rate"] == pc["hit_rate"] is not None
+    assert result["summary"]["prefix_cache_hit_fraction"] == pc["hit_fraction"] is not None
     assert "initial test prompt" in pc["caveat"]

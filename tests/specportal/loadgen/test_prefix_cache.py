@@ -1,4 +1,4 @@
-"""Prefix-cache hit rate per run: each engine's own source, warmup excluded, "unavailable" as None.
+"""Prefix-cache hit fraction per run: each engine's own source, warmup excluded, "unavailable" as None.
 
 Against the emulator over loopback (a real ``specportal emulate`` subprocess): repeated prompts
 make hits on a caching server, and a server with caching off gives a measured 0.0.
@@ -80,13 +80,13 @@ def test_vllm_repeated_prompts_hit_the_cache_and_warmup_is_not_counted(
     # their full blocks (vLLM recomputes the last block of a fully cached prompt).
     full_blocks = (PROMPT_LEN - 1) // 16 * 16
     assert pc["hit_tokens"] == 6 * full_blocks
-    assert pc["hit_rate"] == pytest.approx(6 * full_blocks / (8 * PROMPT_LEN))
-    assert result.summary["prefix_cache_hit_rate"] == pc["hit_rate"]
+    assert pc["hit_fraction"] == pytest.approx(6 * full_blocks / (8 * PROMPT_LEN))
+    assert result.summary["prefix_cache_hit_fraction"] == pc["hit_fraction"]
     assert result.summary["prefix_cache_source"] == SOURCE_VLLM_COUNTERS
     # The document round-trips the figure.
     again = Result.from_json(result.to_json())
     assert again.prefix_cache == pc
-    assert again.summary["prefix_cache_hit_rate"] == pc["hit_rate"]
+    assert again.summary["prefix_cache_hit_fraction"] == pc["hit_fraction"]
 
 
 def test_vllm_without_prefix_caching_measures_zero_not_unavailable(
@@ -96,12 +96,14 @@ def test_vllm_without_prefix_caching_measures_zero_not_unavailable(
     result = bench(emulator.url, "openai-completions", "vllm", repeated_prompts(2, 2))
     pc = result.prefix_cache
     assert result.summary["completed"] == 4
-    assert pc["hit_rate"] == 0.0
+    assert pc["hit_fraction"] == 0.0
     assert pc["source"] == SOURCE_VLLM_COUNTERS
     assert pc["query_tokens"] == 0  # vLLM never looks up with caching off
     assert pc["prompt_tokens"] == 4 * PROMPT_LEN  # ... while it did process the prompts
     assert "not queried" in pc["reason"]
-    assert result.summary["prefix_cache_hit_rate"] == 0.0
+    assert result.summary["prefix_cache_hit_fraction"] == 0.0
+    # the bare counter ratio beside the counter deltas has nothing to divide: not the run's figure
+    assert result.server["parsed"]["prefix_cache_counter_hit_fraction"] is None
 
 
 def test_sglang_generate_reads_cached_tokens_per_request(start_emulator: StartEmulator) -> None:
@@ -113,14 +115,14 @@ def test_sglang_generate_reads_cached_tokens_per_request(start_emulator: StartEm
     assert pc["requests_counted"] == 6
     assert 0 < cached == pc["hit_tokens"]
     assert pc["query_tokens"] == 6 * PROMPT_LEN
-    assert pc["hit_rate"] == pytest.approx(cached / (6 * PROMPT_LEN))
-    assert pc["hit_rate"] > 0.5  # 4 of 6 requests are repeats
+    assert pc["hit_fraction"] == pytest.approx(cached / (6 * PROMPT_LEN))
+    assert pc["hit_fraction"] > 0.5  # 4 of 6 requests are repeats
 
 
 def test_sglang_radix_cache_off_is_a_measured_zero(start_emulator: StartEmulator) -> None:
     emulator = start_emulator("sglang", "--model-path", "M", "--disable-radix-cache", *FAST)
     result = bench(emulator.url, "sglang-generate", "sglang", repeated_prompts(2, 2))
-    assert result.prefix_cache["hit_rate"] == 0.0
+    assert result.prefix_cache["hit_fraction"] == 0.0
     assert result.prefix_cache["source"] == SOURCE_SGLANG_META
 
 
@@ -131,10 +133,10 @@ def test_sglang_openai_route_without_cache_report_is_unavailable(
     result = bench(emulator.url, "openai-chat", "sglang", repeated_prompts(2, 2))
     pc = result.prefix_cache
     assert result.summary["completed"] == 4
-    assert pc["hit_rate"] is None  # never 0 for "the engine did not say"
+    assert pc["hit_fraction"] is None  # never 0 for "the engine did not say"
     assert pc["source"] is None
     assert "--enable-cache-report" in pc["reason"]
-    assert result.summary["prefix_cache_hit_rate"] is None
+    assert result.summary["prefix_cache_hit_fraction"] is None
 
 
 def test_sglang_openai_route_with_cache_report_reads_usage_details(
@@ -147,7 +149,7 @@ def test_sglang_openai_route_with_cache_report_reads_usage_details(
     assert pc["source"] == SOURCE_USAGE_DETAILS
     assert pc["hit_tokens"] == sum(cached) > 0
     assert cached[:2] == [0, 0]  # the first occurrences are cold
-    assert pc["hit_rate"] == pytest.approx(sum(cached) / measured_prompt_tokens(result))
+    assert pc["hit_fraction"] == pytest.approx(sum(cached) / measured_prompt_tokens(result))
 
 
 def test_sglang_openai_route_falls_back_to_the_cached_tokens_counter(
@@ -161,7 +163,7 @@ def test_sglang_openai_route_falls_back_to_the_cached_tokens_counter(
     # the counters cover the measured prompts only; the repeats hit their six full blocks
     assert pc["query_tokens"] == measured_prompt_tokens(result) == 4 * PROMPT_LEN
     assert pc["hit_tokens"] == 2 * 96
-    assert pc["hit_rate"] == pytest.approx(192 / 400)
+    assert pc["hit_fraction"] == pytest.approx(192 / 400)
 
 
 @pytest.mark.parametrize("kind", ["llamacpp-completion", "llamacpp-openai-chat"])
@@ -179,7 +181,7 @@ def test_llamacpp_timings_cache_n_over_the_measured_responses(
     assert pc["hit_tokens"] == cache_n > 0
     # The whole prompt (the chat route adds its template's tokens to the workload's 100).
     assert pc["query_tokens"] == cache_n + prompt_n == measured_prompt_tokens(result)
-    assert pc["hit_rate"] == pytest.approx(cache_n / (cache_n + prompt_n))
+    assert pc["hit_fraction"] == pytest.approx(cache_n / (cache_n + prompt_n))
     # The server's cached-token counter moved by the same amount (no request failed).
     assert pc["cross_check"] == {"llamacpp:prompt_tokens_cached_total delta": cache_n}
 
@@ -193,9 +195,9 @@ def test_no_metrics_endpoint_makes_vllm_unavailable_not_zero() -> None:
         config.base_url = server.base_url
         result = run_benchmark(config, workload=[WorkItem(prompt="p", max_tokens=2)],
                                handle_sigint=False)  # fmt: skip
-    assert result.prefix_cache["hit_rate"] is None
+    assert result.prefix_cache["hit_fraction"] is None
     assert "not scraped" in result.prefix_cache["reason"]
-    assert result.summary["prefix_cache_hit_rate"] is None
+    assert result.summary["prefix_cache_hit_fraction"] is None
     assert result.summary["prefix_cache_source"] is None
 
 
@@ -227,7 +229,7 @@ def test_vllm_counters_are_summed_over_engines_and_created_samples_ignored() -> 
     record = RequestRecord(index=0, request_id="r", success=True)
     pc = compute_prefix_cache("vllm", [record], before, after)
     assert (pc["query_tokens"], pc["hit_tokens"]) == (400, 160)
-    assert pc["hit_rate"] == pytest.approx(0.4)
+    assert pc["hit_fraction"] == pytest.approx(0.4)
 
 
 def test_vllm_old_gpu_prefix_cache_names_are_read() -> None:
@@ -238,7 +240,7 @@ def test_vllm_old_gpu_prefix_cache_names_are_read() -> None:
         "vllm:gpu_prefix_cache_queries_total 64\nvllm:gpu_prefix_cache_hits_total 16\n"
     )
     pc = compute_prefix_cache("vllm", [RequestRecord(0, "r", success=True)], before, after)
-    assert pc["hit_rate"] == 0.25
+    assert pc["hit_fraction"] == 0.25
 
 
 def test_vllm_falls_back_to_usage_details_when_there_are_no_counters() -> None:
@@ -249,7 +251,7 @@ def test_vllm_falls_back_to_usage_details_when_there_are_no_counters() -> None:
     ]  # fmt: skip
     pc = compute_prefix_cache("vllm", records, None, None)
     assert pc["source"] == SOURCE_USAGE_DETAILS
-    assert pc["hit_rate"] == pytest.approx(48 / 100)
+    assert pc["hit_fraction"] == pytest.approx(48 / 100)
     assert "not scraped" in pc["counters_unavailable"]
 
 
@@ -261,11 +263,11 @@ def test_failed_and_warmup_records_are_not_counted() -> None:
     records = [rec(0, 96, warmup=True), rec(1, 0), rec(2, 96, success=False), rec(3, 50)]
     pc = compute_prefix_cache("llamacpp", records, None, None)
     assert pc["requests_counted"] == 2
-    assert pc["hit_rate"] == pytest.approx(50 / 200)
+    assert pc["hit_fraction"] == pytest.approx(50 / 200)
 
 
 def test_nothing_measured_is_unavailable_for_every_engine() -> None:
     for engine in ("sglang", "llamacpp", None):
         pc = compute_prefix_cache(engine, [], None, None)
-        assert pc["hit_rate"] is None
+        assert pc["hit_fraction"] is None
         assert pc["reason"]

@@ -33,7 +33,7 @@ def test_summary_block_follows_vllm_layout() -> None:
     assert "-----Time per Output Token (excl. 1st token)------" in lines
     assert "Mean tokens per chunk:                   2.00      " in lines
     assert "Acceptance rate (fraction):              unavailable" in lines
-    assert "Prefix-cache hit rate (fraction):        unavailable" in lines  # never 0
+    assert "Prefix-cache hit fraction:               unavailable" in lines  # never 0
     assert "INCOMPLETE: interrupted (Ctrl-C)" in lines
 
 
@@ -45,10 +45,10 @@ def test_speculative_section_when_draft_tokens_moved() -> None:
     assert "  Position 1:                            25.00     " in text
 
 
-def test_prefix_cache_hit_rate_is_printed_when_measured() -> None:
+def test_prefix_cache_hit_fraction_is_printed_when_measured() -> None:
     result = _result()
-    result.prefix_cache = {"hit_rate": 0.375, "source": "vllm:prefix_cache counter deltas"}
-    assert "Prefix-cache hit rate (fraction):        0.38      " in render(result).splitlines()
+    result.prefix_cache = {"hit_fraction": 0.375, "source": "vllm:prefix_cache counter deltas"}
+    assert "Prefix-cache hit fraction:               0.38      " in render(result).splitlines()
 
 
 def test_progress_bar_redraws_and_finishes() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -53,6 +54,40 @@ def test_result_refuses_a_newer_schema() -> None:
     data["schema_version"] = 99
     with pytest.raises(ValueError, match="unsupported result schema version 99"):
         Result.from_dict(data)
+
+
+def test_a_version_1_document_reads_under_the_current_names() -> None:
+    data = json.loads(_result().to_json())
+    assert data["schema_version"] == 2
+    data["schema_version"] = 1
+    pre_prefix_cache = copy.deepcopy(data)  # version 1 as first written: no prefix-cache keys
+    data["summary"]["prefix_cache_hit_rate"] = 0.25
+    data["prefix_cache"] = {"engine": "vllm", "hit_rate": 0.25, "source": "vllm:prefix_cache ..."}
+    data["server"] = {"preflight": {}, "parsed": {"counter_deltas": {"prefix_cache_hits": 10},
+                                                  "prefix_cache_hit_fraction": 0.2}}  # fmt: skip
+    as_stored = copy.deepcopy(data)
+    result = Result.from_dict(data)
+    assert data == as_stored  # the reader's input is left as it was
+    assert result.summary["prefix_cache_hit_fraction"] == 0.25
+    assert "prefix_cache_hit_rate" not in result.summary
+    assert result.prefix_cache == {
+        "engine": "vllm",
+        "hit_fraction": 0.25,
+        "source": "vllm:prefix_cache ...",
+    }
+    assert result.server == {
+        "preflight": {},
+        "parsed": {
+            "counter_deltas": {"prefix_cache_hits": 10},
+            "prefix_cache_counter_hit_fraction": 0.2,
+        },
+    }
+    written = json.loads(result.to_json())
+    assert written["schema_version"] == 2
+    assert written["prefix_cache"]["hit_fraction"] == 0.25
+    old = Result.from_dict(pre_prefix_cache)
+    assert old.prefix_cache == {}
+    assert old.summary == pre_prefix_cache["summary"]
 
 
 def test_vllm_layout_round_trip(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ def test_vllm_counters_scraped_before_during_after_give_acceptance() -> None:
     assert all(s["text"].startswith("# HELP") for s in server_data["scrapes"])  # raw text kept
     parsed = server_data["parsed"]
     assert parsed["counter_deltas"]["prefix_cache_hits"] == 10
-    assert parsed["prefix_cache_hit_fraction"] == pytest.approx(10 / 40)
+    assert parsed["prefix_cache_counter_hit_fraction"] == pytest.approx(10 / 40)
     assert parsed["gauge_max"]["kv_cache_usage"] == pytest.approx(0.25)
     assert parsed["gauges"]["running"][0][1] == 0.0
     hits = parsed["counters"]["prefix_cache_hits"]

@@ -47,15 +47,15 @@ def test_repeated_prompt_hits_the_slot_cache_and_the_counter_agrees(
     assert timings[0]["cache_n"] == 0
     prompt_len = timings[0]["prompt_n"]
     assert [t["cache_n"] for t in timings[1:]] == [prompt_len - 1] * 2
-    assert pc["hit_rate"] == pytest.approx(2 * (prompt_len - 1) / (3 * prompt_len))
+    assert pc["hit_fraction"] == pytest.approx(2 * (prompt_len - 1) / (3 * prompt_len))
     # The server's own counter moved by the same number of cached tokens.
     assert pc["cross_check"] == {"llamacpp:prompt_tokens_cached_total delta": pc["hit_tokens"]}
-    assert result.summary["prefix_cache_hit_rate"] == pc["hit_rate"]
+    assert result.summary["prefix_cache_hit_fraction"] == pc["hit_fraction"]
 
 
 def test_cache_prompt_off_is_a_measured_zero(llama_server: Path, models: Path) -> None:
     with running(llama_server, models / "tiny" / "target.gguf") as server:
         result = bench(server.base_url, cache_prompt=False)
     assert result.summary["completed"] == 3
-    assert result.prefix_cache["hit_rate"] == 0.0
+    assert result.prefix_cache["hit_fraction"] == 0.0
     assert result.prefix_cache["source"] == SOURCE_LLAMACPP_TIMINGS
