@@ -8,6 +8,7 @@ about itself once it is up is :mod:`specportal.agent.selfreport`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -32,6 +33,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_HEALTH_TIMEOUT_SECONDS: Final = 900.0
 HEALTH_POLL_SECONDS: Final = 0.25
 STOP_GRACE_SECONDS: Final = 10.0
+STOP_POLL_SECONDS: Final = 0.1
 LOG_TAIL_CHARS: Final = 4_000
 
 # The cache-reset endpoint per engine (vLLM's needs VLLM_SERVER_DEV_MODE=1 at start).
@@ -49,6 +51,26 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Raise ``EngineFailed`` if another process holds ``port`` (a fixed ``--engine-port``).
+
+    Otherwise whatever listens there (another engine, any HTTP server) could answer the engine's
+    /health and be measured in its place. Binds as a server does (``SO_REUSEADDR``: the previous
+    run's connections in TIME_WAIT do not count); on Linux a listener on the wildcard address
+    conflicts too. A process that takes the port after this check makes the engine's own bind
+    fail: the engine exits with its own words, which ``wait_healthy`` reports.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise EngineFailed(
+                f"engine port {port} is already in use ({type(exc).__name__}: {exc}); "
+                "another process holds it, so the engine was not started"
+            ) from exc
 
 
 def apply_template(
@@ -77,12 +99,14 @@ class EngineProcess:
     started_at: float = field(default=0.0)
     # Stops the engine's process group if the agent dies without stopping it (lifeline.py).
     watchdog: lifeline.Watchdog | None = None
+    stop_grace: float = STOP_GRACE_SECONDS
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        check_port_free(self.port)
         env = {**os.environ, **self.env_added}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
@@ -103,7 +127,7 @@ class EngineProcess:
         self.started_at = time.monotonic()
         try:
             self.watchdog = lifeline.Watchdog.start(
-                self.process.pid, STOP_GRACE_SECONDS, self.log_path
+                self.process.pid, self.stop_grace, self.log_path
             )
         except OSError as exc:
             _log.warning("no watchdog for engine pid %s: %s", self.process.pid, exc)
@@ -138,27 +162,37 @@ class EngineProcess:
                 if cancelled is not None and cancelled.is_set():
                     raise EngineFailed("cancelled while the engine was starting")
                 try:
-                    if client.get(self.base_url + "/health").status_code == 200:
-                        return
+                    answered = client.get(self.base_url + "/health").status_code == 200
                 except httpx.HTTPError:
-                    pass
+                    answered = False
+                # Alive before and after the answer: a 200 while our engine has already exited
+                # came from someone else (the next turn reports the exit with the engine's log).
+                if answered and self.alive():
+                    return
                 time.sleep(HEALTH_POLL_SECONDS)
         raise EngineFailed(
             f"the engine did not answer /health within {timeout:.0f} s:\n{self.log_tail()}"
         )
 
     def stop(self) -> int | None:
+        """Stop the engine's whole process group, then release the watchdog.
+
+        The group, not the first process: that one may have exited already (died mid-run) while
+        its children (vLLM's engine-core processes, say) still run. SIGTERM, SIGKILL to whatever
+        is left after ``stop_grace`` seconds.
+        """
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-            except ProcessLookupError:
-                pass
+        pgid = self.process.pid  # the engine started a session of its own: group id = its pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + self.stop_grace
+            while time.monotonic() < deadline:
+                self.process.poll()  # reap the first process: a zombie still counts in its group
+                os.killpg(pgid, 0)  # ProcessLookupError: the whole group is gone
+                time.sleep(STOP_POLL_SECONDS)
+            os.killpg(pgid, signal.SIGKILL)
+        self.process.wait()
         if self.watchdog is not None:
             self.watchdog.release()
             self.watchdog = None

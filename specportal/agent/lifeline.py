@@ -15,7 +15,10 @@ Two guards, both set up when a managed host's engine starts (``EngineProcess.sta
   agent dies the kernel closes that end; the watchdog reads end-of-file and stops the engine's
   whole process group (the engine starts in a session of its own, so the group is the engine and
   its children): SIGTERM, then SIGKILL after a grace period. A normal stop writes ``stop`` first
-  and the watchdog exits without signalling anything.
+  and the watchdog exits without signalling anything. The write end is opened close-on-exec, but
+  a child *forked* without exec (the loadgen's metrics sampler, its ``--client-processes``
+  workers) would still inherit it and keep the pipe open after the agent's death; an at-fork hook
+  closes every write end in such children, so only the agent itself holds one.
 
 Django-free, like the rest of the agent.
 """
@@ -42,6 +45,21 @@ PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 PARENT_DEATH_SIGNAL: Final = signal.SIGTERM
 RELEASE: Final = b"stop"
 POLL_SECONDS: Final = 0.1
+
+# The write ends this process holds. A forked child closes its copies at once (``_close_in_child``):
+# a copy kept alive by a child that outlives the agent would hide the agent's death.
+_WRITERS: set[int] = set()
+
+
+def _close_in_child() -> None:
+    for fd in list(_WRITERS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _WRITERS.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_close_in_child)
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -83,7 +101,9 @@ class Watchdog:
 
     def __init__(self, writer: int, process: subprocess.Popen[bytes]) -> None:
         self._writer: int | None = writer
+        self._owner = os.getpid()  # a forked child's copy of this object holds no write end
         self.process = process
+        _WRITERS.add(writer)
 
     @property
     def pid(self) -> int:
@@ -92,6 +112,7 @@ class Watchdog:
     @classmethod
     def start(cls, pgid: int, grace: float, log_file: Path | None = None) -> Watchdog:
         reader, writer = os.pipe()  # neither end is inherited by other children
+        _WRITERS.add(writer)  # from now on, not by forked ones either
         stderr: IO[bytes] | None = log_file.open("ab") if log_file is not None else None
         try:
             process = subprocess.Popen(
@@ -104,6 +125,7 @@ class Watchdog:
                 start_new_session=True,
             )
         except OSError:
+            _WRITERS.discard(writer)
             os.close(writer)
             raise
         finally:
@@ -116,6 +138,10 @@ class Watchdog:
         """The engine was stopped normally: let the watchdog go without signalling anything."""
         if self._writer is None:
             return
+        if os.getpid() != self._owner:  # a forked child: its copy of the fd was closed at fork
+            self._writer = None
+            return
+        _WRITERS.discard(self._writer)
         with contextlib.suppress(OSError):
             os.write(self._writer, RELEASE)
         os.close(self._writer)

@@ -47,6 +47,7 @@ from specportal.loadgen.client import (
 )
 from specportal.loadgen.config import BenchConfig
 from specportal.loadgen.endpoints import RequestSpec, build_body
+from specportal.loadgen.orphan import StopOrOrphaned, orphaned
 from specportal.loadgen.records import RequestRecord
 from specportal.loadgen.result import Result, summarize_records
 from specportal.loadgen.scrape import MetricsScraper, parse_scrapes
@@ -603,8 +604,12 @@ def _shard_worker(
     t0_at: float,
     done: Any,
     results: Any,
+    parent: int,
 ) -> None:
-    """One client process: its share of the schedule, records sent back as plain dicts."""
+    """One client process: its share of the schedule, records sent back as plain dicts.
+
+    If ``parent`` dies the run stops as cancelled and nothing is sent back (orphan.py).
+    """
 
     def progress(n: int, total: int | None) -> None:
         with done.get_lock():
@@ -616,7 +621,7 @@ def _shard_worker(
             items,
             model,
             headers,
-            stop,
+            StopOrOrphaned(stop, parent),
             progress,
             None,
             True,
@@ -626,6 +631,8 @@ def _shard_worker(
             on_stop=stop.set,
         )
     )
+    if orphaned(parent):
+        return
     results.put(
         (
             shard[0],
@@ -665,7 +672,8 @@ def _run_sharded(
     t0 = time.perf_counter() + 0.3 + 0.05 * n  # time for the processes to start
     procs = [
         ctx.Process(target=_shard_worker, daemon=True,
-                    args=(config, items, model, headers, shared_stop, (k, n), t0, done, results))
+                    args=(config, items, model, headers, shared_stop, (k, n), t0, done, results,
+                          os.getpid()))
         for k in range(n)
     ]  # fmt: skip
     parent_reason: str | None = None

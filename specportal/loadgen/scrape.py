@@ -14,6 +14,7 @@ and counter deltas between the before and after scrapes (preemptions, prefix cac
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import signal
 import time
@@ -23,6 +24,8 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from specportal.loadgen.orphan import PARENT_POLL, orphaned
 
 # How long ``MetricsScraper.start`` waits for the sampling process to come up.
 READY_TIMEOUT = 30.0
@@ -95,7 +98,7 @@ class MetricsScraper:
         self._proc = ctx.Process(
             target=_sample_forever,
             args=(self.url, dict(self._client.headers), self.interval,
-                  self._proc_stop, ready, self._queue),
+                  self._proc_stop, ready, self._queue, os.getpid()),
             name="metrics-scraper",
             daemon=True,
         )  # fmt: skip
@@ -129,16 +132,37 @@ class MetricsScraper:
         self._client.close()
 
 
+def _next_sample(stop: Any, interval: float, parent: int) -> bool:
+    """Wait ``interval``; False if told to stop or the parent is gone (checked every 0.5 s)."""
+    deadline = time.monotonic() + interval
+    while not stop.wait(min(PARENT_POLL, max(0.0, deadline - time.monotonic()))):
+        if orphaned(parent):
+            return False
+        if time.monotonic() >= deadline:
+            return True
+    return False
+
+
 def _sample_forever(
-    url: str, headers: dict[str, str], interval: float, stop: Any, ready: Any, out: Any
+    url: str,
+    headers: dict[str, str],
+    interval: float,
+    stop: Any,
+    ready: Any,
+    out: Any,
+    parent: int,
 ) -> None:
-    """The sampling process: raw text with absolute timestamps, sent back when told to stop."""
+    """The sampling process: raw text with absolute timestamps, sent back when told to stop.
+
+    It ends without sending anything once ``parent`` is gone (orphan.py): nobody would read the
+    samples, and a full queue would block its exit.
+    """
     # Ctrl-C reaches the whole process group: the parent decides when sampling ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     samples: list[dict[str, Any]] = []
     with httpx.Client(timeout=5.0, headers=headers) as client:
         ready.set()
-        while not stop.wait(interval):
+        while _next_sample(stop, interval, parent):
             t, epoch = time.perf_counter(), time.time()
             try:
                 resp = client.get(url)
@@ -151,7 +175,8 @@ def _sample_forever(
                 samples.append(
                     asdict(Scrape("sample", t, epoch, None, None, f"{type(exc).__name__}: {exc}"))
                 )
-    out.put(samples)
+    if not orphaned(parent):
+        out.put(samples)
 
 
 # --- parsing (after the run) ------------------------------------------------------------------

@@ -8,6 +8,8 @@ import re
 import signal
 import socket
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -214,12 +216,26 @@ def test_engine_that_will_not_start_or_dies_mid_run_is_recorded_and_the_host_mov
     assert Experiment.objects.get(pk=experiment_id).status == Experiment.Status.DONE
 
 
-def test_engine_port_in_use_fails_the_run_with_the_engines_words_and_frees_the_host(
+def test_engine_port_held_by_another_server_fails_the_run_unmeasured_and_frees_the_host(
     setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
 ) -> None:
-    # given a host whose engines listen on one fixed port, and something else already there
+    # given a host whose engines listen on one fixed port, and another HTTP server already
+    # there answering every GET (/health included) with 200
     port = free_port()
-    squatter = socket.create_server(("127.0.0.1", port))
+    asked: list[str] = []
+
+    class Impostor(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    impostor = ThreadingHTTPServer(("127.0.0.1", port), Impostor)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
     processes.append(start_portal_worker(broker, tmp_path))
     processes.append(
         start_agent(
@@ -243,13 +259,19 @@ def test_engine_port_in_use_fails_the_run_with_the_engines_words_and_frees_the_h
         blocked = _create(setup, failure_policy="stop", max_failed_runs=0, **one_cell)
         wait_for(lambda: _finished(blocked), 120, "the experiment to stop", process_logs(processes))
     finally:
-        squatter.close()
-    # then the first run failed with the engine's own words, and the policy stopped the rest
+        impostor.shutdown()
+        impostor.server_close()
+    # then the first run failed before its engine started, saying why with the OS's words;
+    # the other server was neither taken for the engine nor measured
     first, second = Run.objects.filter(experiment_id=blocked).order_by("sequence")
     assert first.status == Run.Status.FAILED, first.error
-    assert "OSError: [Errno 98] Address already in use" in first.error
-    assert "Address already in use" in first.log_excerpt
+    assert first.error.startswith(f"engine port {port} is already in use (OSError: [Errno 98] ")
+    assert "Address already in use" in first.error
     assert first.command[first.command.index("--port") + 1] == str(port)
+    assert asked == []
+    assert not RequestRecord.objects.filter(run=first).exists()
+    assert first.summary is None
+    # and the policy stopped the rest
     assert second.status == Run.Status.CANCELLED
     assert "failure policy" in second.error
     assert Experiment.objects.get(pk=blocked).status == Experiment.Status.STOPPED

@@ -6,6 +6,7 @@ prints the pids, and is killed with SIGKILL; the test only observes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from specportal.agent import lifeline
+from specportal.agent.engine import EngineProcess, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -99,6 +101,82 @@ def test_the_watchdog_stops_the_engines_whole_group_when_the_agent_is_killed(
     agent.wait()
     # then SIGTERM, and SIGKILL after the grace period, empty the group; the watchdog exits
     _wait_gone([*members, pids["watchdog"]], 30)
+
+
+def test_the_watchdog_sees_the_agent_die_while_a_forked_child_of_the_agent_lives_on(
+    tmp_path: Path,
+) -> None:
+    # given an engine group guarded by a watchdog, and then a child forked (not exec'd) by the
+    # agent that never looks at its parent: the loadgen's metrics sampler without its own guard
+    agent, pids = _agent(
+        tmp_path,
+        f"""
+        import multiprocessing
+        engine = subprocess.Popen(["bash", "-c", {STUBBORN_GROUP!r}], start_new_session=True)
+        watchdog = lifeline.Watchdog.start(engine.pid, grace=1.0)
+
+        def forever(event):
+            while not event.wait(1.0):
+                pass
+
+        context = multiprocessing.get_context("fork")
+        event = context.Event()
+        child = context.Process(target=forever, args=(event,), daemon=True)
+        child.start()
+        time.sleep(0.5)
+        print(f"engine={{engine.pid}}", flush=True)
+        print(f"watchdog={{watchdog.pid}}", flush=True)
+        print(f"child={{child.pid}}", flush=True)
+        """,
+    )
+    try:
+        members = _group(pids["engine"])
+        assert len(members) == 2, members
+        # when the agent is killed
+        agent.kill()
+        agent.wait()
+        # then the watchdog still reads end-of-file (the child closed its copy of the write end
+        # at fork) and empties the engine's group, though the child lives on
+        _wait_gone([*members, pids["watchdog"]], 30)
+        assert not _gone(pids["child"])
+    finally:
+        os.killpg(agent.pid, signal.SIGKILL)  # the child, in the stand-in agent's own group
+
+
+def test_stop_ends_the_engines_group_after_its_first_process_exited(tmp_path: Path) -> None:
+    # given an engine whose first process died mid-run, leaving a child that ignores SIGTERM
+    engine = EngineProcess(
+        argv=["bash", "-c", STUBBORN_GROUP],
+        env_added={},
+        port=free_port(),
+        log_path=tmp_path / "engine.log",
+        stop_grace=1.0,
+    )
+    engine.start()
+    assert engine.process is not None
+    assert engine.watchdog is not None
+    pgid = engine.process.pid
+    watchdog = engine.watchdog
+    try:
+        time.sleep(0.5)
+        members = _group(pgid)
+        assert len(members) == 2, members
+        os.kill(pgid, signal.SIGKILL)
+        _wait_gone([pgid], 10)
+        assert not engine.alive()
+        assert len(_group(pgid)) == 1  # the orphaned child
+        # when the run ends and the engine is stopped
+        status = engine.stop()
+        # then the child is gone too (SIGKILL after the grace period), and the watchdog was
+        # released without signalling anything
+        assert status == -signal.SIGKILL
+        _wait_gone(members, 5)
+        assert engine.watchdog is None
+        assert watchdog.process.returncode == 0
+        assert "watchdog" not in engine.log_tail()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def test_a_released_watchdog_signals_nothing(tmp_path: Path) -> None:
