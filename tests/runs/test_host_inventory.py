@@ -129,7 +129,7 @@ def test_engines_are_replaced_one_by_one_and_a_probe_that_found_nothing_erases_n
     "kind", [{"emulated": True}, {"mode": "endpoint", "base_url": "http://10.0.0.7:8000"}]
 )
 def test_an_emulated_or_endpoint_host_keeps_its_gpus_and_takes_only_flagged_engines(
-    kind: dict[str, Any],
+    kind: dict[str, Any], viewer: Client
 ) -> None:
     # given an emulated (or endpoint) host registered with one emulated GPU and vLLM 0.30.0
     host = host_register(
@@ -155,6 +155,11 @@ def test_an_emulated_or_endpoint_host_keeps_its_gpus_and_takes_only_flagged_engi
     assert (host.driver_version, host.cuda_version) == ("", "")
     assert host.engines == {"vllm": ["0.30.0"], "sglang": ["0.5.6"]}
     assert host.engines_shown == ["sglang 0.5.6 (flag)", "vllm 0.30.0 (registered)"]
+    # and the hosts page says whose machine the report describes
+    page = viewer.get("/hosts/").content.decode()
+    assert "1 × H100-80GB (emulated), 80.0 GiB" in page
+    assert "nvidia-smi ok (the agent's machine, not this host's GPUs)" in page
+    assert "sglang 0.5.6 (flag); vllm 0.30.0 (registered)" in page
 
 
 def test_a_host_reporting_no_gpus_keeps_what_was_registered(host: GpuHost) -> None:
@@ -231,6 +236,7 @@ def test_hosts_page_and_admin_show_what_was_reported(
     assert "550.54.15 / 12.4" in page
     assert "sglang 0.5.6 (registered); vllm 0.11.0 (detected)" in page
     assert "nvidia-smi failed: nvidia-smi exited with status 9: X" in page
+    assert "not this host's GPUs" not in page  # both are the agent's own machine
     admin_page = admin_client.get(f"/admin/runs/gpuhost/{host.pk}/change/").content.decode()
     assert "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b" in admin_page
 
