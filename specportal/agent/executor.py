@@ -35,6 +35,9 @@ MIN_HEARTBEAT_SECONDS: Final = 0.2
 DEFAULT_INVENTORY_REFRESH_SECONDS: Final = 600.0
 UPLOAD_ATTEMPTS: Final = 5
 UPLOAD_RETRY_SECONDS: Final = 2.0
+# An endpoint host's server that refuses connections this long is taken for dead; one that answers
+# (a 503 while it loads its model) is waited for up to the health timeout.
+DEFAULT_ENDPOINT_HEALTH_TIMEOUT_SECONDS: Final = 60.0
 
 # A benchmark runner: (run spec, base URL, cancel event) → the load generator's result JSON.
 Runner = Callable[[Mapping[str, Any], str, threading.Event], dict[str, Any]]
@@ -49,6 +52,8 @@ class AgentSettings:
     work_dir: Path = field(default_factory=lambda: Path("var/agent"))
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS
+    # How long an endpoint may refuse connections (or not be reached) before its run fails.
+    endpoint_health_timeout_seconds: float = DEFAULT_ENDPOINT_HEALTH_TIMEOUT_SECONDS
     # Explicit engines and versions (``--engines``): they win over what is detected.
     engines: dict[str, list[str]] = field(default_factory=dict)
     detect_engines: bool = True
@@ -310,8 +315,22 @@ class Executor:
                 base_url = engine.base_url
             else:
                 base_url = str(spec["host"]["base_url"]).rstrip("/")
-                # A server still loading its model answers its self-report endpoints with 503s.
-                wait_endpoint_healthy(base_url, self.settings.health_timeout_seconds, cancelled)
+                # A server still loading its model answers its self-report endpoints with 503s; a
+                # dead one (nothing listening) fails the run after the short limit, not the long.
+                self._progress(
+                    spec,
+                    attempt,
+                    "waiting_for_endpoint",
+                    base_url=base_url,
+                    health_timeout_seconds=self.settings.health_timeout_seconds,
+                    endpoint_health_timeout_seconds=self.settings.endpoint_health_timeout_seconds,
+                )
+                wait_endpoint_healthy(
+                    base_url,
+                    self.settings.health_timeout_seconds,
+                    cancelled,
+                    unreachable_timeout=self.settings.endpoint_health_timeout_seconds,
+                )
             seen = collect_self_report(
                 document,
                 base_url,
@@ -425,9 +444,23 @@ def _incomplete(result: Mapping[str, Any]) -> bool:
     return result.get("complete") is False
 
 
-def wait_endpoint_healthy(base_url: str, timeout: float, cancelled: threading.Event) -> None:
-    """Until the endpoint's server answers ``/health`` with a 200 (it was started elsewhere)."""
-    deadline = time.monotonic() + timeout
+def wait_endpoint_healthy(
+    base_url: str,
+    timeout: float,
+    cancelled: threading.Event,
+    *,
+    unreachable_timeout: float = DEFAULT_ENDPOINT_HEALTH_TIMEOUT_SECONDS,
+) -> None:
+    """Until the endpoint's server answers ``/health`` with a 200 (it was started elsewhere).
+
+    A server that answers (a 503 while it loads its model) is waited for up to ``timeout``; one
+    that refuses connections or cannot be reached fails after ``unreachable_timeout`` in a row, so a
+    dead endpoint does not hold the host for the whole health timeout. Raises ``EngineFailed``
+    saying which it was.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    unreachable_since: float | None = None
     last = "no answer"
     with httpx.Client(timeout=2.0) as client:
         while True:
@@ -435,14 +468,36 @@ def wait_endpoint_healthy(base_url: str, timeout: float, cancelled: threading.Ev
                 raise EngineFailed("cancelled while waiting for the endpoint to be healthy")
             try:
                 status = client.get(base_url + "/health").status_code
+            except httpx.HTTPError as exc:
+                if isinstance(exc, httpx.ConnectError):
+                    how = "refused connections"
+                elif isinstance(exc, httpx.ConnectTimeout):
+                    how = "could not be reached"
+                else:
+                    how = "did not answer"
+                last = str(exc) or type(exc).__name__
+                now = time.monotonic()
+                if unreachable_since is None:
+                    unreachable_since = now
+                if now - unreachable_since >= unreachable_timeout or now >= deadline:
+                    raise EngineFailed(
+                        f"the endpoint at {base_url} {how} for "
+                        f"{_seconds(min(now - unreachable_since, unreachable_timeout))} s "
+                        f"(last: {last})"
+                    ) from exc
+            else:
                 if status == 200:
                     return
+                unreachable_since = None
                 last = f"HTTP {status}"
-            except httpx.HTTPError as exc:
-                last = str(exc) or type(exc).__name__
-            if time.monotonic() >= deadline:
-                raise EngineFailed(
-                    f"the endpoint {base_url} did not answer /health within {timeout:.0f} s "
-                    f"(last: {last})"
-                )
-            time.sleep(HEALTH_POLL_SECONDS)
+                if time.monotonic() >= deadline:
+                    raise EngineFailed(
+                        f"the endpoint at {base_url} still answered /health with {last} "
+                        f"(not 200) after {_seconds(timeout)} s"
+                    )
+            cancelled.wait(HEALTH_POLL_SECONDS)
+
+
+def _seconds(value: float) -> str:
+    """``60``, ``0.5``: a duration in a message, to a tenth of a second."""
+    return f"{round(value, 1):g}"

@@ -90,7 +90,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--work-dir", type=Path, default=Path("var/agent"))
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
-    parser.add_argument("--health-timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--health-timeout",
+        type=float,
+        default=900.0,
+        help="seconds an engine may take to answer /health with 200 (a managed engine loading its "
+        "model, or an endpoint answering 503 while it loads)",
+    )
+    parser.add_argument(
+        "--endpoint-health-timeout",
+        type=float,
+        default=60.0,
+        help="seconds an endpoint host's server may refuse connections (or not be reached) before "
+        "its run fails; a server that answers is waited for up to --health-timeout",
+    )
     parser.add_argument("--loglevel", default="INFO")
 
 
@@ -142,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         work_dir=args.work_dir,
         heartbeat_seconds=args.heartbeat_seconds,
         health_timeout_seconds=args.health_timeout,
+        endpoint_health_timeout_seconds=args.endpoint_health_timeout,
         engines={str(k): [str(v) for v in vs] for k, vs in engines.items()},
         detect_engines=args.detect_engines,
         sglang_python=args.sglang_python or None,

@@ -53,3 +53,18 @@ def test_the_agent_takes_the_portals_visibility_timeout_variable(
     parser = argparse.ArgumentParser()
     agent.add_arguments(parser)
     assert parser.parse_args(["--host", "gpu-x"]).visibility_timeout == expected
+
+
+def test_the_endpoint_health_timeout_is_an_agent_option_short_by_default() -> None:
+    import argparse
+
+    from specportal.cli import agent
+
+    parser = argparse.ArgumentParser()
+    agent.add_arguments(parser)
+    defaults = parser.parse_args(["--host", "gpu-x"])
+    # a dead endpoint fails after a minute; a loading one may take the 15-minute health timeout
+    assert (defaults.endpoint_health_timeout, defaults.health_timeout) == (60.0, 900.0)
+    given = parser.parse_args(["--host", "gpu-x", "--endpoint-health-timeout", "300"])
+    assert given.endpoint_health_timeout == 300.0
+    assert "--endpoint-health-timeout" in parser.format_help()

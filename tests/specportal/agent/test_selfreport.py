@@ -564,7 +564,7 @@ def test_a_server_answering_errors_is_not_called_another_engine(
     assert seen.defining("vllm") == []
     # the agent waits for /health before reading an endpoint, and gives up naming what it saw
     with pytest.raises(
-        EngineFailed, match=f"did not answer /health within 1 s \\(last: HTTP {status}\\)"
+        EngineFailed, match=f"still answered /health with HTTP {status} \\(not 200\\) after 1 s"
     ):
         wait_endpoint_healthy(url, 1.0, threading.Event())
 
