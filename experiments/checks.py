@@ -72,15 +72,18 @@ def _gpus_known_from(host: GpuHost) -> str:
         kind = "emulated" if host.emulated else "endpoint"
         return f"as registered; an {kind} host's GPUs are not its agent's nvidia-smi's"
     smi = (host.inventory or {}).get("nvidia_smi") or {}
+    if smi.get("status") == "ok" and "hidden" in smi and smi["hidden"] is None:
+        return (
+            f"as registered; nvidia-smi on the host lists {smi.get('listed', '?')} GPUs, but "
+            f"{smi.get('visible_unknown') or 'which its engines can use is unknown'}"
+        )
     hidden = smi.get("hidden") or 0
     if (gpus or hidden) and host.inventory_reported_at is not None:
-        variables = " and ".join(
-            f"{k}={v!r}" for k, v in (smi.get("visible_devices") or {}).items()
-        )
+        cuda = (smi.get("visible_devices") or {}).get("CUDA_VISIBLE_DEVICES")
         return (
             f"nvidia-smi on the host reported {len(gpus)} × {host.gpu_model} at "
             f"{host.inventory_reported_at:%Y-%m-%d %H:%M:%S} UTC"
-            + (f"; {hidden} more hidden by {variables}" if hidden else "")
+            + (f"; {hidden} more hidden by CUDA_VISIBLE_DEVICES={cuda!r}" if hidden else "")
         )
     return "as registered; its agent reported no GPUs"
 

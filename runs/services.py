@@ -246,14 +246,24 @@ def inventory_gpu_facts(inventory: Mapping[str, Any]) -> dict[str, Any]:
     """The host fields the reported GPUs decide (none when the agent reports no GPUs).
 
     ``gpu_memory_gb`` is the smallest GPU's memory in GiB (nvidia-smi reports MiB): a
-    configuration has to fit on every GPU it is sharded across.
+    configuration has to fit on every GPU it is sharded across. When the agent could not tell
+    which GPUs its engines can use (``CUDA_VISIBLE_DEVICES`` naming MIG instances: ``hidden`` is
+    None), the registered GPUs stand; only the driver and CUDA versions, true of the machine
+    whichever GPUs are visible, are taken.
     """
     gpus = [g for g in inventory.get("gpus") or [] if isinstance(g, dict)]
-    smi = inventory.get("nvidia_smi") or {}
+    smi = inventory.get("nvidia_smi")
+    smi = smi if isinstance(smi, dict) else {}
     if not gpus:
-        # nvidia-smi works but CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES hide every GPU.
-        hidden = smi.get("hidden") if isinstance(smi, dict) else None
-        ok = isinstance(smi, dict) and smi.get("status") == "ok"
+        if smi.get("status") == "ok" and "hidden" in smi and smi["hidden"] is None:
+            versions = {
+                "driver_version": inventory.get("driver_version"),
+                "cuda_version": inventory.get("cuda_version"),
+            }
+            return {k: str(v)[:64] for k, v in versions.items() if v}
+        # nvidia-smi works but CUDA_VISIBLE_DEVICES hides every GPU.
+        hidden = smi.get("hidden")
+        ok = smi.get("status") == "ok"
         return {"gpu_count": 0} if ok and isinstance(hidden, int) and hidden > 0 else {}
     names = Counter(str(g.get("name") or "unknown GPU").strip() for g in gpus)
     if len(names) == 1:
@@ -317,7 +327,8 @@ def host_heartbeat_record(
 
     Reported facts win over what was registered: the GPUs nvidia-smi lists set the model, count,
     memory, driver and CUDA version, and each engine reported replaces that engine's versions.
-    What the agent does not report (no GPUs; an engine it did not find) keeps the registration.
+    What the agent does not report (no GPUs, or GPUs it cannot tell are visible; an engine it did
+    not find) keeps the registration.
     On a host that is not the agent's machine (emulated, endpoint) the inventory is stored as the
     agent machine's; only the engines given by flag are taken from it. ``engines`` given here
     replace the host's engines whole.

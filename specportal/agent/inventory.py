@@ -146,22 +146,37 @@ def parse_smi_versions(text: str) -> dict[str, str | None]:
     }
 
 
-def _matches(entry: str, gpu: Mapping[str, Any]) -> bool:
-    """An entry of a visible-devices list names this GPU: its index, or its UUID or a prefix of
-    it (CUDA accepts ``GPU-8932f937`` for ``GPU-8932f937-d72c-…``)."""
-    if entry.isdigit():
-        return bool(int(entry) == gpu["index"])
-    uuid = str(gpu.get("uuid") or "")
-    return entry.startswith("GPU-") and bool(uuid) and uuid.lower().startswith(entry.lower())
+_INDEX = re.compile(r"^[+-]?\d+$")
+
+
+class VisibilityUnknown(Exception):
+    """A visible-devices entry the agent cannot resolve against nvidia-smi's list; says which."""
 
 
 def _cuda_visible(value: str, gpus: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the GPUs ``CUDA_VISIBLE_DEVICES`` leaves visible. As CUDA documents: only those
-    named, by index or UUID (prefix); empty hides all; the first entry that names no GPU (``-1``,
-    an unknown index, an ambiguous prefix) hides it and every entry after it."""
+    named, by index or ``GPU-`` UUID (prefix); empty hides all; the first index that names no GPU
+    (``-1``, out of range) or ``GPU-`` UUID naming none or several hides it and every entry after
+    it. Raises ``VisibilityUnknown`` at any other entry before that point: a ``MIG-`` UUID (a MIG
+    instance, which ``--query-gpu`` does not list) or a form this agent does not know."""
     visible: list[int] = []
     for entry in (e.strip() for e in value.split(",")):
-        named = [g["index"] for g in gpus if entry and _matches(entry, g)]
+        if _INDEX.match(entry):
+            named = [g["index"] for g in gpus if int(entry) == g["index"]]
+        elif entry[:4].upper() == "GPU-":
+            named = [
+                g["index"]
+                for g in gpus
+                if str(g.get("uuid") or "").lower().startswith(entry.lower())
+            ]
+        elif not entry:
+            named = []
+        else:
+            kind = "a MIG instance" if entry[:4].upper() == "MIG-" else "a device"
+            raise VisibilityUnknown(
+                f"CUDA_VISIBLE_DEVICES names {kind} ({entry[:80]!r}) that nvidia-smi "
+                "--query-gpu does not list, so how many GPUs the engines can use is unknown"
+            )
         if len(named) != 1:
             break
         if named[0] not in visible:
@@ -169,51 +184,38 @@ def _cuda_visible(value: str, gpus: Sequence[Mapping[str, Any]]) -> list[int]:
     return visible
 
 
-def _nvidia_visible(value: str, gpus: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Indices of the GPUs ``NVIDIA_VISIBLE_DEVICES`` leaves visible. As the NVIDIA Container
-    Toolkit documents: ``all`` every GPU; ``none``, ``void`` or empty none; otherwise the GPUs
-    named by index or UUID. Inside a container the runtime has already exposed only those (and
-    nvidia-smi numbers them from 0), so a list naming at least as many GPUs as nvidia-smi lists
-    leaves them all: only a host that lists more is filtered."""
-    entries = [e.strip() for e in value.split(",") if e.strip()]
-    if value.strip().lower() == "all":
-        return [g["index"] for g in gpus]
-    if not entries or value.strip().lower() in ("none", "void"):
-        return []
-    if len(gpus) <= len(entries):
-        return [g["index"] for g in gpus]
-    return [g["index"] for g in gpus if any(_matches(e, g) for e in entries)]
-
-
-VISIBILITY_VARIABLES: Final = {
-    "NVIDIA_VISIBLE_DEVICES": _nvidia_visible,
-    "CUDA_VISIBLE_DEVICES": _cuda_visible,
-}
+# Recorded in the inventory when set. Only CUDA_VISIBLE_DEVICES filters: NVIDIA_VISIBLE_DEVICES
+# is read by the NVIDIA container runtime alone (CUDA ignores it), which has already applied it
+# inside a container; on a bare host or in a privileged container it hides nothing.
+VISIBILITY_VARIABLES: Final = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 def visible_gpus(
     gpus: Sequence[dict[str, Any]], environ: Mapping[str, str]
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The GPUs the agent's engines can use (those nvidia-smi lists that ``CUDA_VISIBLE_DEVICES``
-    and ``NVIDIA_VISIBLE_DEVICES``, when set, leave visible; an engine inherits both), and the
-    variables that were set. Indices are nvidia-smi's (PCI bus order), as CUDA's are with
+) -> tuple[list[dict[str, Any]] | None, dict[str, str], str]:
+    """The GPUs the agent's engines can use (those nvidia-smi lists that ``CUDA_VISIBLE_DEVICES``,
+    when set, leaves visible; an engine inherits it), the visible-devices variables that were
+    set, and why the GPUs are ``None`` (unknown) when ``CUDA_VISIBLE_DEVICES`` cannot be
+    resolved. Indices are nvidia-smi's (PCI bus order), as CUDA's are with
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``."""
-    kept = [g["index"] for g in gpus]
-    applied: dict[str, str] = {}
-    for name, visible in VISIBILITY_VARIABLES.items():
-        if name in environ:
-            applied[name] = environ[name]
-            seen = visible(environ[name], gpus)
-            kept = [i for i in kept if i in seen]
-    return [g for g in gpus if g["index"] in kept], applied
+    applied = {name: environ[name] for name in VISIBILITY_VARIABLES if name in environ}
+    if "CUDA_VISIBLE_DEVICES" not in environ:
+        return list(gpus), applied, ""
+    try:
+        seen = _cuda_visible(environ["CUDA_VISIBLE_DEVICES"], gpus)
+    except VisibilityUnknown as exc:
+        return None, applied, str(exc)
+    return [g for g in gpus if g["index"] in seen], applied, ""
 
 
 def gpu_inventory(
     executable: str = "nvidia-smi", environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """GPUs from ``nvidia-smi``: status ``ok``, ``absent`` (not on PATH) or ``failed`` (with the
-    reason); no GPUs unless ``ok``. Only the GPUs the visible-devices variables of ``environ``
-    (this process's by default) leave visible are listed; ``hidden`` counts the others."""
+    reason); no GPUs unless ``ok``. Only the GPUs ``CUDA_VISIBLE_DEVICES`` of ``environ`` (this
+    process's by default) leaves visible are listed; ``hidden`` counts the others, ``listed``
+    all nvidia-smi lists. When the agent cannot tell which are visible (a ``MIG-`` entry), no
+    GPUs are listed, ``hidden`` is ``None`` and ``visible_unknown`` says why."""
     path = shutil.which(executable)
     found: dict[str, Any] = {
         "status": "absent",
@@ -224,6 +226,8 @@ def gpu_inventory(
         "cuda_version": None,
         "visible_devices": {},
         "hidden": 0,
+        "listed": 0,
+        "visible_unknown": "",
     }
     if path is None:
         return found
@@ -243,26 +247,30 @@ def gpu_inventory(
             raise ProbeFailed(f"nvidia-smi printed an unexpected line: {exc}") from exc
     except ProbeFailed as exc:
         return {**found, "status": "failed", "reason": str(exc)}
-    visible, applied = visible_gpus(gpus, os.environ if environ is None else environ)
+    visible, applied, unknown = visible_gpus(gpus, os.environ if environ is None else environ)
     found.update(
         status="ok",
-        reason="",
-        gpus=visible,
+        reason=unknown,
+        gpus=visible or [],
         visible_devices=applied,
-        hidden=len(gpus) - len(visible),
+        hidden=None if visible is None else len(gpus) - len(visible),
+        listed=len(gpus),
+        visible_unknown=unknown,
     )
     found["driver_version"] = next((g["driver_version"] for g in gpus if g["driver_version"]), None)
     # The banner of plain ``nvidia-smi`` is the only place besides ``-q`` that names CUDA.
     try:
         banner = _run([path], NVIDIA_SMI_TIMEOUT_SECONDS)
     except ProbeFailed as exc:
-        found["reason"] = f"no CUDA version: {exc}"
+        found["reason"] = "; ".join(filter(None, [unknown, f"no CUDA version: {exc}"]))
         return found
     versions = parse_smi_versions(banner.stdout)
     found["cuda_version"] = versions["cuda_version"]
     found["driver_version"] = found["driver_version"] or versions["driver_version"]
     if versions["cuda_version"] is None:
-        found["reason"] = "no CUDA version in nvidia-smi's banner"
+        found["reason"] = "; ".join(
+            filter(None, [unknown, "no CUDA version in nvidia-smi's banner"])
+        )
     return found
 
 
@@ -391,6 +399,8 @@ def collect(
             "path": smi["path"],
             "visible_devices": smi["visible_devices"],
             "hidden": smi["hidden"],
+            "listed": smi["listed"],
+            "visible_unknown": smi["visible_unknown"],
         },
         "engines": engines,
         "engine_sources": sources,

@@ -153,3 +153,32 @@ def test_a_refusal_names_the_gpus_hidden_by_cuda_visible_devices(setup: Setup) -
         and r.endswith("; 1 more hidden by CUDA_VISIBLE_DEVICES='0')")
         for r in reasons
     ), reasons
+
+
+def test_a_refusal_on_unknown_visible_gpus_counts_the_registered_ones(setup: Setup) -> None:
+    # given a real host registered with 1 GPU whose agent cannot tell which GPUs are visible
+    host_update(host=GpuHost.objects.get(name="gpu-a"), gpu_count=1, emulated=False)
+    why = (
+        "CUDA_VISIBLE_DEVICES names a MIG instance ('MIG-4f1c2a7e') that nvidia-smi --query-gpu "
+        "does not list, so how many GPUs the engines can use is unknown"
+    )
+    report = {
+        **ONE_H100,
+        "gpus": [],
+        "nvidia_smi": {
+            **ONE_H100["nvidia_smi"],
+            "reason": why,
+            "visible_devices": {"CUDA_VISIBLE_DEVICES": "MIG-4f1c2a7e"},
+            "hidden": None,
+            "listed": 1,
+            "visible_unknown": why,
+        },
+    }
+    _beat(setup, "gpu-a", report)
+    # then the registered count stands, and a refusal says where it came from and why
+    assert GpuHost.objects.get(name="gpu-a").gpu_count == 1
+    reasons = host_refusals(GpuHost.objects.get(name="gpu-a"), _tp2(BASELINE, "tp2"))
+    assert any(
+        f"the host has 1 (as registered; nvidia-smi on the host lists 1 GPUs, but {why})" in r
+        for r in reasons
+    ), reasons

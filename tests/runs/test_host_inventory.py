@@ -4,6 +4,8 @@ are replaced one by one, and an emulated or endpoint host keeps its own GPU fact
 from __future__ import annotations
 
 import copy
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +15,9 @@ from accounts import roles
 from accounts.services import user_create_or_update
 from runs.models import GpuHost
 from runs.services import INVENTORY_MAX_BYTES, host_heartbeat_record, host_register
+from specportal.agent.inventory import VISIBILITY_VARIABLES, collect
 from tests.runs.test_api import client_for
+from tests.specportal.agent.standins import H100_CSV, nvidia_smi
 
 pytestmark = pytest.mark.django_db
 
@@ -241,7 +245,7 @@ def test_hosts_page_and_admin_show_what_was_reported(
     assert "GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b" in admin_page
 
 
-def test_gpus_hidden_by_the_visible_devices_variables_do_not_count(host: GpuHost) -> None:
+def test_gpus_hidden_by_cuda_visible_devices_do_not_count(host: GpuHost) -> None:
     # given an agent started with CUDA_VISIBLE_DEVICES="" on a host whose nvidia-smi lists a GPU
     hidden = {
         **NO_GPUS,
@@ -256,3 +260,47 @@ def test_gpus_hidden_by_the_visible_devices_variables_do_not_count(host: GpuHost
     host_heartbeat_record(host=host, inventory=hidden)
     # then the host has no GPU for its engines (the registered 8 no longer count)
     assert GpuHost.objects.get(pk=host.pk).gpu_count == 0
+
+
+def _agent_inventory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> dict[str, Any]:
+    """What the agent collects, with a stand-in nvidia-smi listing two H100s, in ``environ``."""
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    for name in VISIBILITY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    nvidia_smi(tmp_path, H100_CSV)
+    return collect(detect=False)
+
+
+def test_a_mig_entry_in_cuda_visible_devices_keeps_the_registered_gpus(
+    host: GpuHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given an agent on a MIG-partitioned host, started with a MIG instance's UUID
+    mig = "MIG-4f1c2a7e-9b3d-5c6e-8f0a-1b2c3d4e5f6a"
+    inventory = _agent_inventory(tmp_path, monkeypatch, {"CUDA_VISIBLE_DEVICES": mig})
+    host_heartbeat_record(host=host, inventory=inventory)
+    host = GpuHost.objects.get(pk=host.pk)
+    # then the GPUs stay as registered (not 0), the machine's driver and CUDA are taken
+    assert (host.gpu_model, host.gpu_count, host.gpu_memory_gb) == ("H100-80GB", 8, 80)
+    assert (host.driver_version, host.cuda_version) == ("550.54.15", "12.4")
+    # and the inventory says why the count was not taken
+    smi = host.inventory["nvidia_smi"]
+    assert smi["hidden"] is None
+    assert smi["listed"] == 2
+    assert "MIG instance" in smi["visible_unknown"]
+
+
+def test_nvidia_visible_devices_none_on_a_bare_host_hides_no_gpu(
+    host: GpuHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a leftover NVIDIA_VISIBLE_DEVICES=none on a host without the container runtime
+    inventory = _agent_inventory(tmp_path, monkeypatch, {"NVIDIA_VISIBLE_DEVICES": "none"})
+    host_heartbeat_record(host=host, inventory=inventory)
+    host = GpuHost.objects.get(pk=host.pk)
+    # then both GPUs count (CUDA ignores the variable), and it is recorded
+    assert (host.gpu_model, host.gpu_count) == ("NVIDIA H100 80GB HBM3", 2)
+    assert host.inventory["nvidia_smi"]["visible_devices"] == {"NVIDIA_VISIBLE_DEVICES": "none"}
+    assert host.inventory["nvidia_smi"]["hidden"] == 0

@@ -135,6 +135,8 @@ def test_no_nvidia_smi_on_path_is_absent_not_an_error(path_only: Path) -> None:
         "cuda_version": None,
         "visible_devices": {},
         "hidden": 0,
+        "listed": 0,
+        "visible_unknown": "",
     }
 
 
@@ -181,21 +183,12 @@ def test_cuda_visible_devices_leaves_only_the_gpus_cuda_would_see(
     assert _visible(path_only, {"CUDA_VISIBLE_DEVICES": value}) == indices
 
 
-@pytest.mark.parametrize(
-    ("value", "indices"),
-    [
-        ("all", [0, 1, 2, 3]),
-        ("none", []),  # no GPU (driver capabilities only)
-        ("void", []),  # as without the NVIDIA runtime: no GPU
-        ("", []),
-        ("1,3", [1, 3]),
-        (f"{UUIDS[2]}", [2]),
-    ],
-)
-def test_nvidia_visible_devices_has_the_container_toolkits_meanings(
-    path_only: Path, value: str, indices: list[int]
-) -> None:
-    assert _visible(path_only, {"NVIDIA_VISIBLE_DEVICES": value}) == indices
+@pytest.mark.parametrize("value", ["all", "none", "void", "", "1,3", UUIDS[2]])
+def test_nvidia_visible_devices_is_recorded_but_hides_no_gpu(path_only: Path, value: str) -> None:
+    # given a bare host (or a privileged container) whose agent inherited NVIDIA_VISIBLE_DEVICES:
+    # only the NVIDIA container runtime reads it, CUDA does not
+    # then every GPU nvidia-smi lists stays visible, and the variable is recorded
+    assert _visible(path_only, {"NVIDIA_VISIBLE_DEVICES": value}) == [0, 1, 2, 3]
 
 
 def test_in_a_container_nvidia_visible_devices_was_already_applied(path_only: Path) -> None:
@@ -210,9 +203,43 @@ def test_in_a_container_nvidia_visible_devices_was_already_applied(path_only: Pa
     assert _visible(path_only, both, inside) == [1]
 
 
-def test_both_variables_leave_the_gpus_both_allow(path_only: Path) -> None:
+def test_only_cuda_visible_devices_filters_when_both_are_set(path_only: Path) -> None:
     both = {"NVIDIA_VISIBLE_DEVICES": "1,2,3", "CUDA_VISIBLE_DEVICES": "3,0,1"}
-    assert _visible(path_only, both) == [1, 3]
+    assert _visible(path_only, both) == [0, 1, 3]
+
+
+MIG = "MIG-4f1c2a7e-9b3d-5c6e-8f0a-1b2c3d4e5f6a"
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (MIG, f"names a MIG instance ({MIG!r})"),  # the usual form on a MIG-partitioned A100/H100
+        (f"0,{MIG}", "names a MIG instance"),
+        ("MIG-GPU-6c7a2b1e-3f4d-5e6f-7a8b-9c0d1e2f3a4b/1/0", "names a MIG instance"),  # pre-R470
+        ("0,nvidia0", "names a device ('nvidia0')"),
+    ],
+)
+def test_an_entry_the_agent_cannot_resolve_makes_the_visible_gpus_unknown(
+    path_only: Path, value: str, why: str
+) -> None:
+    nvidia_smi(path_only, FOUR_H100)
+    found = gpu_inventory(environ={"CUDA_VISIBLE_DEVICES": value})
+    # then no count is claimed (not 0, not 4): the portal keeps the registered GPUs
+    assert found["status"] == "ok"
+    assert found["gpus"] == []
+    assert found["hidden"] is None
+    assert found["listed"] == 4
+    assert why in found["visible_unknown"]
+    assert "how many GPUs the engines can use is unknown" in found["visible_unknown"]
+    assert found["reason"] == found["visible_unknown"]
+    assert found["visible_devices"] == {"CUDA_VISIBLE_DEVICES": value}
+    assert found["cuda_version"] == "12.4"
+
+
+def test_an_invalid_index_before_an_unknown_entry_still_ends_the_list(path_only: Path) -> None:
+    # as CUDA documents, -1 hides every entry after it: the MIG entry is never read
+    assert _visible(path_only, {"CUDA_VISIBLE_DEVICES": f"0,-1,{MIG}"}) == [0]
 
 
 def test_the_agents_own_environment_is_read_and_reported(
@@ -225,6 +252,17 @@ def test_the_agents_own_environment_is_read_and_reported(
     assert [g["uuid"] for g in found["gpus"]] == list(UUIDS[:2])
     assert found["nvidia_smi"]["visible_devices"] == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert found["nvidia_smi"]["hidden"] == 2
+    assert found["nvidia_smi"]["listed"] == 4
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", MIG)
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "none")
+    found = collect(detect=False)
+    assert found["gpus"] == []
+    assert found["nvidia_smi"]["hidden"] is None
+    assert "MIG instance" in found["nvidia_smi"]["visible_unknown"]
+    assert found["nvidia_smi"]["visible_devices"] == {
+        "NVIDIA_VISIBLE_DEVICES": "none",
+        "CUDA_VISIBLE_DEVICES": MIG,
+    }
 
 
 def test_an_nvidia_smi_printing_something_else_fails_with_the_line(path_only: Path) -> None:
