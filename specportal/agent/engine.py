@@ -8,11 +8,9 @@ about itself once it is up is :mod:`specportal.agent.selfreport`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +31,6 @@ _log = logging.getLogger(__name__)
 DEFAULT_HEALTH_TIMEOUT_SECONDS: Final = 900.0
 HEALTH_POLL_SECONDS: Final = 0.25
 STOP_GRACE_SECONDS: Final = 10.0
-STOP_POLL_SECONDS: Final = 0.1
 LOG_TAIL_CHARS: Final = 4_000
 
 # The cache-reset endpoint per engine (vLLM's needs VLLM_SERVER_DEV_MODE=1 at start).
@@ -183,15 +180,8 @@ class EngineProcess:
         """
         if self.process is None:
             return None
-        pgid = self.process.pid  # the engine started a session of its own: group id = its pid
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-            deadline = time.monotonic() + self.stop_grace
-            while time.monotonic() < deadline:
-                self.process.poll()  # reap the first process: a zombie still counts in its group
-                os.killpg(pgid, 0)  # ProcessLookupError: the whole group is gone
-                time.sleep(STOP_POLL_SECONDS)
-            os.killpg(pgid, signal.SIGKILL)
+        # The engine started a session of its own: group id = its pid.
+        lifeline.stop_group(self.process.pid, self.stop_grace, reap=self.process.poll)
         self.process.wait()
         if self.watchdog is not None:
             self.watchdog.release()

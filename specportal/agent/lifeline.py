@@ -153,14 +153,20 @@ class Watchdog:
             self.process.wait()
 
 
-def stop_group(pgid: int, grace: float) -> str:
-    """SIGTERM to the group, SIGKILL to whatever is left after ``grace`` seconds."""
+def stop_group(pgid: int, grace: float, reap: Callable[[], object] | None = None) -> str:
+    """SIGTERM to the group, SIGKILL to whatever is left after ``grace`` seconds.
+
+    ``reap`` is called before each look at the group: the engine's parent (the agent) passes its
+    ``Popen.poll``, since a zombie first process still counts in its group.
+    """
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return "already gone"
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
