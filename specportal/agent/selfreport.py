@@ -43,7 +43,7 @@ from typing import Any, Final
 
 import httpx
 
-from specportal.engines.versions import package_version_matches
+from specportal.engines.versions import llamacpp_build_matches, package_version_matches
 
 # What each engine says about itself over HTTP, and where.
 SELF_REPORT_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -971,8 +971,6 @@ REPORTS: Final[Mapping[str, tuple[Report, ...]]] = {
 
 
 def _normalise(kind: str, value: Any) -> Any:
-    if kind == "llamacpp_commit":
-        return _llamacpp_commit(value)
     try:
         return NORMALISE[kind](value)
     except (ValueError, TypeError, KeyError):
@@ -983,6 +981,9 @@ def _same(row: Report, configured: Any, reported: Any) -> bool:
     if row.kind == "package_version":
         # The start checks' rule: a pin without a local label accepts 0.11.0+cu128.
         return package_version_matches(str(configured), str(reported))
+    if row.kind == "llamacpp_commit":
+        # The start checks' rule too: the same commit, either side possibly abbreviated.
+        return llamacpp_build_matches(str(configured), str(reported))
     left, right = _normalise(row.kind, configured), _normalise(row.kind, reported)
     if isinstance(left, float | int) and isinstance(right, float | int):
         if isinstance(left, bool) or isinstance(right, bool):

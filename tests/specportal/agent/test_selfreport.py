@@ -436,6 +436,25 @@ def test_llamacpp_build_without_a_commit_is_not_compared() -> None:
     assert [c["match"] for c in flagged if c["path"] == "/engine_build/version"] == [False]
 
 
+@pytest.mark.parametrize(
+    ("pinned", "build", "same"),
+    [
+        ("0.3.36+0c1e570", "b1-0c1e570", True),
+        ("0.3.36+0c1e570", "b1-0c1e570a", True),
+        ("0.3.36+0c1e570a", "b1-0c1e570b", False),
+        ("0.3.36+0c1e570", "b1-0c1e571", False),
+    ],
+)
+def test_llamacpp_build_matches_by_the_start_checks_rule(
+    pinned: str, build: str, same: bool
+) -> None:
+    document = llamacpp_document()
+    document["engine_build"] = {"version": pinned}
+    checks = check(document, {"/props": llamacpp_props(build=build)})
+    assert [c["match"] for c in checks if c["path"] == "/engine_build/version"] == [same]
+    assert version_installed("llamacpp", pinned, [build]) is same
+
+
 def test_llamacpp_server_speculating_for_a_baseline_configuration() -> None:
     sources = {"/slots": [{"params": {"speculative.types": "none,ngram-mod"}}]}
     found = mismatches(check(llamacpp_document(), sources))
