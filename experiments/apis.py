@@ -24,6 +24,7 @@ from accounts.permissions import IsExperimenterOrReadOnly
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from experiments import selectors, services
 from experiments.models import Experiment, Run
+from experiments.planning import estimated_wall_seconds
 from runs.models import FrozenConfiguration, GpuHost
 
 MAX_PAGE: Final = 1000
@@ -256,13 +257,9 @@ class ExperimentPlanApi(APIView):
 
 def _plan_body(experiment: Experiment) -> dict[str, Any]:
     runs = list(selectors.run_list(filters={"experiment": str(experiment.pk)}))
-    per_host: dict[str, float] = {}
-    for run in runs:
-        per_host[run.host.name] = per_host.get(run.host.name, 0.0) + run.estimated_seconds
     return {
         "experiment": experiment.pk,
-        # Hosts run in parallel, one run at a time each: the busiest host decides.
-        "estimated_seconds": max(per_host.values(), default=0.0),
+        "estimated_seconds": estimated_wall_seconds(runs),
         "runs": RunOutput(runs, many=True).data,
     }
 

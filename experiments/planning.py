@@ -11,9 +11,9 @@ the arm; cells are dealt to hosts round-robin.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 # Rough figures for the estimate shown before start (not a measurement): a fresh engine start
 # with a model load, and the time per output token of a mid-sized model at low batch.
@@ -125,9 +125,19 @@ def plan_runs(
     return planned
 
 
-def estimated_wall_seconds(planned: Sequence[PlannedRun]) -> float:
+class TimedRun(Protocol):
+    """A run with a host and an estimate: a ``PlannedRun``, or a stored run."""
+
+    @property
+    def host(self) -> Hashable: ...
+
+    @property
+    def estimated_seconds(self) -> float: ...
+
+
+def estimated_wall_seconds(planned: Sequence[TimedRun]) -> float:
     """Hosts run in parallel, one run at a time each: the busiest host decides."""
-    per_host: dict[str, float] = {}
+    per_host: dict[Hashable, float] = {}
     for run in planned:
         per_host[run.host] = per_host.get(run.host, 0.0) + run.estimated_seconds
     return max(per_host.values(), default=0.0)

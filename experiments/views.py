@@ -7,6 +7,7 @@ from django.shortcuts import render
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from experiments import selectors
 from experiments.models import Run
+from experiments.planning import estimated_wall_seconds
 
 
 @login_required
@@ -20,12 +21,8 @@ def experiment_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
         if r.status
         in (Run.Status.DONE, Run.Status.INCOMPLETE, Run.Status.FAILED, Run.Status.CANCELLED)
     )
-    per_host: dict[str, float] = {}
-    for run in runs:
-        per_host[run.host.name] = per_host.get(run.host.name, 0.0) + run.estimated_seconds
     context = {
-        # Hosts run in parallel, one run at a time each: the busiest host decides.
-        "estimated_seconds": max(per_host.values(), default=0.0),
+        "estimated_seconds": estimated_wall_seconds(runs),
         "experiment": experiment,
         "arms": list(experiment.arms.all()),
         "hosts": sorted(experiment.hosts.all(), key=lambda h: h.name),
