@@ -16,7 +16,6 @@ from typing import Any, Final
 from django.utils import timezone
 
 from runs.models import FrozenConfiguration, GpuHost
-from runs.services import host_heartbeat_record
 from specportal.engines.document import diff
 from specportal.engines.versions import version_installed
 
@@ -154,10 +153,6 @@ def lint_findings(config: FrozenConfiguration, host: GpuHost) -> list[dict[str, 
 
     facts = HostFacts(name=host.name, offline=host.offline)
     return [dict(finding.as_dict()) for finding in lint(config.document, host=facts)]
-
-
-def host_record_heartbeat(*, host: GpuHost, inventory: Mapping[str, Any]) -> GpuHost:
-    return host_heartbeat_record(host=host, inventory=inventory)
 
 
 def hosts_mark_silent() -> int:

@@ -26,6 +26,7 @@ from experiments import dispatch
 from experiments.models import Arm, Experiment, ResultUpload, Run
 from experiments.planning import assign_hosts, cells_of, estimate_run_seconds, plan_runs
 from runs.models import FrozenConfiguration, GpuHost
+from runs.services import host_heartbeat_record
 from specportal.engines.document import diff
 
 log = logging.getLogger(__name__)
@@ -490,9 +491,7 @@ def run_heartbeat(
     *, host: GpuHost, inventory: Mapping[str, Any], current_run: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Record the host's heartbeat; renew the lease of the run it says it is executing."""
-    from experiments.checks import host_record_heartbeat
-
-    host_record_heartbeat(host=host, inventory=inventory)
+    host_heartbeat_record(host=host, inventory=inventory)
     answer: dict[str, Any] = {"lease_seconds": lease_seconds(), "cancel_requested": False}
     if current_run:
         run_id, attempt = int(current_run.get("id") or 0), int(current_run.get("attempt") or 0)
