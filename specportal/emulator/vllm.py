@@ -242,7 +242,9 @@ def build_config(args: dict[str, Any], emu: EmuOptions) -> EmulatorConfig:
         model=model,
         served_model_names=list(served),
         engine=engine,
-        host=args.get("host") or "0.0.0.0",
+        # vLLM itself binds every interface without --host; a test double listens on loopback
+        # only, unless --host asks otherwise.
+        host=args.get("host") or "127.0.0.1",
         port=int(args.get("port") or 8000),
         data_parallel_size=dp,
         api_key=args.get("api_key"),
