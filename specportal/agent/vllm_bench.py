@@ -4,7 +4,7 @@ Selected per workload with ``"runner": "vllm-bench-serve"``. The command is the 
 ``--vllm-bench-command`` (default ``vllm bench serve``); tests use a stand-in that writes the
 same layout. vLLM's own dataset is ``random`` with the workload's input/output lengths (it has no
 notion of SpecPortal's bundled prompt sets). The file is converted with the load generator's
-reader (``specportal.loadgen.vllm_format``), so ingestion sees one result format.
+reader (``specportal.formats.vllm``), so ingestion sees one result format.
 
 vLLM's file keeps no server counters, so the agent scrapes ``/metrics`` itself right before and
 after the command: the prefix-cache hit rate comes from those deltas
@@ -92,7 +92,7 @@ def run_vllm_bench(
     work_dir: Path,
 ) -> dict[str, Any]:
     """Run the command, then read its saved file as the load generator's result dict."""
-    from specportal.loadgen.vllm_format import from_vllm_dict
+    from specportal.formats.vllm import from_vllm_dict
 
     result_dir = work_dir / f"vllm-bench-run-{spec['id']}-attempt-{spec['attempt']}"
     result_dir.mkdir(parents=True, exist_ok=True)

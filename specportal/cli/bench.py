@@ -312,7 +312,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 
 def _write_outputs(args: argparse.Namespace, result: Any) -> None:
-    from specportal.loadgen import vllm_format
+    from specportal.formats import vllm as vllm_format
 
     try:
         if args.output:

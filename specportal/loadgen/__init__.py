@@ -7,7 +7,7 @@ The Python API agents call::
                                        max_concurrency=8))
     payload = result.to_json()          # the versioned document of SCHEMA.md
 
-``Result.from_json`` reads it back; ``vllm_format`` writes and reads ``vllm bench serve``'s
+``Result.from_json`` reads it back; ``specportal.formats.vllm`` writes and reads ``vllm bench serve``'s
 ``--save-result`` layout.
 """
 

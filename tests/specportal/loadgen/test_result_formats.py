@@ -1,4 +1,4 @@
-"""The result document and vLLM's ``--save-result`` layout: written, read back, unchanged."""
+"""The result document: written, read back, unchanged (vLLM's layout: tests/specportal/formats)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specportal.loadgen import BenchConfig, RequestRecord, Result, vllm_format
+from specportal.loadgen import BenchConfig, RequestRecord, Result
 from specportal.loadgen.result import summarize_records
 
 MS = 0.001
@@ -88,48 +88,3 @@ def test_a_version_1_document_reads_under_the_current_names() -> None:
     old = Result.from_dict(pre_prefix_cache)
     assert old.prefix_cache == {}
     assert old.summary == pre_prefix_cache["summary"]
-
-
-def test_vllm_layout_round_trip(tmp_path: Path) -> None:
-    result = _result()
-    path = vllm_format.write(result, tmp_path, detailed=True)
-    assert path.name.startswith("vllm-infqps-concurrency2-M-")
-    [back] = vllm_format.read(path)
-    data = json.loads(path.read_text())
-    assert back.source == "vllm-bench-serve"
-    assert data["request_goodput"] == pytest.approx(2 / 0.4)  # both TTFTs are 100 ms <= 150
-    for key in ("completed", "failed", "total_input_tokens", "total_output_tokens",
-                "request_throughput", "output_throughput", "mean_ttft_ms", "p95_itl_ms",
-                "mean_tpot_ms", "median_e2el_ms"):  # fmt: skip
-        assert back.summary[key] == pytest.approx(result.summary[key]), key
-    assert back.summary["mean_tpot_ms"] == pytest.approx((20 + 14) / 2)
-    assert len(back.requests) == 3
-    for mine, theirs in zip(result.requests, back.requests, strict=True):
-        assert theirs.success == mine.success
-        assert theirs.chunk_times == pytest.approx(mine.chunk_times)
-        assert theirs.output_tokens == mine.output_tokens
-        assert theirs.chunk_tokens is None  # vLLM does not keep tokens per chunk
-    assert back.requests[2].error_message == "HTTP 500"
-    assert back.config.max_concurrency == 2
-    assert back.config.metric_percentiles == (50.0, 95.0)
-
-
-def test_reads_the_old_benchmark_serving_layout() -> None:
-    old = {
-        "date": "20250101-120000", "backend": "vllm", "model_id": "m", "tokenizer_id": "m",
-        "num_prompts": 2, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": None,
-        "duration": 2.0, "completed": 2, "total_input_tokens": 20, "total_output_tokens": 8,
-        "request_throughput": 1.0, "request_goodput:": None, "output_throughput": 4.0,
-        "total_token_throughput": 14.0, "input_lens": [10, 10], "output_lens": [4, 4],
-        "ttfts": [0.1, 0.2], "itls": [[0.02, 0.02, 0.02], [0.03, 0.03, 0.03]],
-        "generated_texts": ["a", "b"], "errors": ["", ""],
-        "mean_ttft_ms": 150.0, "median_ttft_ms": 150.0, "std_ttft_ms": 50.0, "p99_ttft_ms": 199.0,
-    }  # fmt: skip
-    result = vllm_format.from_vllm_dict(old)
-    assert result.summary["failed"] == 0
-    assert result.summary["request_goodput"] is None
-    assert "request_goodput:" not in result.summary
-    assert result.summary["mean_ttft_ms"] == 150.0
-    assert result.requests[1].chunk_times == pytest.approx([0.2, 0.23, 0.26, 0.29])
-    assert result.requests[1].output_tokens == 4
-    assert result.config.metric_percentiles == (99.0,)

@@ -17,12 +17,23 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from specportal import metrics
+from specportal.formats.base import (
+    FormatError,
+    RunFile,
+    fill_summary,
+    integer,
+    number,
+    sequence,
+    sha256,
+    text,
+)
 from specportal.loadgen import prefixcache
 from specportal.loadgen.acceptance import vllm_keys
 from specportal.loadgen.config import BenchConfig
@@ -160,12 +171,91 @@ def write(
 
 # --- reading ----------------------------------------------------------------------------------
 
+FORMAT = "vllm-bench-serve"
+_STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_[a-z0-9_]+_ms$")
+_NUMBER_KEYS = (
+    "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+    "request_goodput", "request_goodput:", "output_throughput", "total_token_throughput",
+    "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "burstiness",
+    "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+)  # fmt: skip
+_INT_KEYS = ("completed", "failed", "num_prompts", "spec_decode_num_drafts",
+             "spec_decode_draft_tokens", "spec_decode_accepted_tokens")  # fmt: skip
+# Keys of the saved file that describe the run rather than measure it.
+_SETUP_KEYS = ("date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id",
+               "num_prompts", "request_rate", "burstiness", "max_concurrency",
+               "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps")  # fmt: skip
 
-def _records(data: dict[str, Any]) -> list[RequestRecord]:
+
+def matches(data: Any) -> bool:
+    """vLLM's saved result: its results block plus one of its setup keys SGLang does not write."""
+    return (
+        isinstance(data, Mapping)
+        and "duration" in data
+        and "completed" in data
+        and "request_throughput" in data
+        and any(k in data for k in ("model_id", "tokenizer_id", "burstiness", "endpoint_type"))
+    )
+
+
+def layout(data: Mapping[str, Any]) -> str:
+    """``old`` for ``benchmarks/benchmark_serving.py`` (``"request_goodput:"``, no ``failed``)."""
+    if "request_goodput:" in data or ("failed" not in data and "endpoint_type" not in data):
+        return "old"
+    return "new"
+
+
+def check(data: Mapping[str, Any]) -> int | None:
+    """Types of every figure and the per-request arrays' shape; the number of detailed requests."""
+    for key in _NUMBER_KEYS:
+        number(data.get(key), key)
+    for key in _INT_KEYS:
+        integer(data.get(key), key)
+    number(data.get("duration"), "duration", allow_none=False)
+    integer(data.get("completed"), "completed", allow_none=False)
+    number(data.get("request_rate"), "request_rate", allow_inf=True)
+    rate = data.get("request_rate")
+    if isinstance(rate, int | float) and not isinstance(rate, bool) and rate <= 0:
+        raise FormatError("a request rate must be > 0", field="request_rate")
+    integer(data.get("max_concurrency"), "max_concurrency")
+    for key in ("model_id", "tokenizer_id", "backend", "endpoint_type", "date"):
+        text(data.get(key), key)
+    for key, value in data.items():
+        if _STAT_KEY.match(key):
+            number(value, key)
+    per_position = data.get("spec_decode_per_position_acceptance_rates")
+    if per_position is not None:
+        for i, v in enumerate(sequence(per_position, "spec_decode_per_position_acceptance_rates")):
+            number(v, f"spec_decode_per_position_acceptance_rates.{i}", allow_none=False)
+    lengths = {}
+    for key in (*DETAILED_KEYS, "latencies", "queue_times"):
+        if key in data and data[key] is not None:
+            lengths[key] = len(sequence(data[key], key))
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{k} {n}" for k, n in lengths.items())
+        raise FormatError(f"the per-request lists differ in length ({shown})", field="ttfts")
+    for key in ("input_lens", "output_lens"):
+        for i, v in enumerate(data.get(key) or []):
+            integer(v, f"{key}.{i}", allow_none=key == "input_lens")
+    for key in ("ttfts", "start_times", "latencies", "queue_times"):
+        for i, v in enumerate(data.get(key) or []):
+            number(v, f"{key}.{i}", allow_none=False)
+    for i, gaps in enumerate(data.get("itls") or []):
+        for j, v in enumerate(sequence(gaps, f"itls.{i}")):
+            number(v, f"itls.{i}.{j}", allow_none=False)
+    for key in ("generated_texts", "errors"):
+        for i, v in enumerate(data.get(key) or []):
+            text(v, f"{key}.{i}")
+    if "ttfts" in data and "itls" not in data:
+        raise FormatError("ttfts without itls: a cut --save-detailed file", field="itls")
+    return lengths.get("ttfts")
+
+
+def _records(data: Mapping[str, Any]) -> list[RequestRecord] | None:
     ttfts: Sequence[float] | None = data.get("ttfts")
     itls: Sequence[Sequence[float]] | None = data.get("itls")
     if ttfts is None or itls is None:
-        return []
+        return None
     n = len(ttfts)
     starts = data.get("start_times") or [0.0] * n
     errors = data.get("errors") or [""] * n
@@ -197,10 +287,98 @@ def _records(data: dict[str, Any]) -> list[RequestRecord]:
     return records
 
 
+def _acceptance(data: Mapping[str, Any]) -> dict[str, Any]:
+    if "spec_decode_acceptance_rate" not in data:
+        return {}
+    rate = data["spec_decode_acceptance_rate"]
+    return {
+        "engine": "vllm",
+        "source": "vllm bench serve spec_decode_* keys",
+        "acceptance_rate": float(rate) / 100 if rate is not None else "unavailable",
+        "mean_acceptance_length": data.get("spec_decode_acceptance_length"),
+        "per_position": data.get("spec_decode_per_position_acceptance_rates"),
+        "num_drafts": data.get("spec_decode_num_drafts"),
+        "draft_tokens": data.get("spec_decode_draft_tokens"),
+        "accepted_tokens": data.get("spec_decode_accepted_tokens"),
+    }
+
+
+def read_run(data: Mapping[str, Any], sha: str, index: int = 0, line: int | None = None) -> RunFile:
+    """One saved record (either layout) as a ``RunFile``, every figure checked."""
+    check(data)
+    kind = layout(data)
+    records = _records(data)
+    duration = float(data["duration"])
+    own: dict[str, Any] = {
+        k: v
+        for k, v in data.items()
+        if k not in DETAILED_KEYS
+        and k not in _SETUP_KEYS
+        and k not in ("latencies", "queue_times", "request_goodput:")
+        and ((isinstance(v, int | float) and not isinstance(v, bool)) or v is None)
+        and (k in _NUMBER_KEYS or k in _INT_KEYS or _STAT_KEY.match(k) or k == "failed")
+    }
+    if "request_goodput" not in data:
+        # The old script's spelling, trailing colon and all; null without --goodput.
+        own["request_goodput"] = data.get("request_goodput:")
+    summary, sources = fill_summary(own, records, duration)
+    notes: list[str] = []
+    if "failed" not in data:
+        if data.get("errors") is not None:
+            summary["failed"] = sum(1 for e in data["errors"] if e)
+            sources["failed"] = "derived"
+        else:
+            summary["failed"] = None
+            sources.pop("failed", None)
+            notes.append("the old layout has no 'failed' and no per-request errors to count")
+    if records is not None and data.get("start_times") is None:
+        notes.append("no start_times: every request is taken as sent at 0")
+    if kind == "old":
+        notes.append("old benchmark_serving.py layout ('request_goodput:' read as request_goodput)")
+    rate = number(data.get("request_rate", "inf"), "request_rate", allow_inf=True)
+    metadata = {k: v for k, v in data.items() if isinstance(v, str) and k not in _SETUP_KEYS
+                and k not in DETAILED_KEYS}  # fmt: skip
+    return RunFile(
+        format=FORMAT,
+        layout=kind,
+        tool="vllm bench serve" if kind == "new" else "vllm benchmark_serving.py",
+        tool_version=_version(metadata),
+        sha256=sha,
+        index=index,
+        line=line,
+        summary=summary,
+        sources=sources,
+        requests=records,
+        max_concurrency=integer(data.get("max_concurrency"), "max_concurrency"),
+        request_rate=rate,
+        model_id=data.get("model_id"),
+        started_at=str(data["date"]) if data.get("date") else None,
+        finished_at=None,
+        acceptance=_acceptance(data),
+        notes=notes,
+        load={
+            "request_rate": data.get("request_rate"),
+            "burstiness": data.get("burstiness"),
+            "max_concurrency": data.get("max_concurrency"),
+            "num_prompts": data.get("num_prompts"),
+            "metadata": metadata,
+        },
+    )
+
+
+def _version(metadata: Mapping[str, str]) -> str | None:
+    """vLLM writes no version of its own; ``--metadata vllm_version=...`` is the usual way."""
+    for key in ("vllm_version", "vllm-version", "version"):
+        if metadata.get(key):
+            return metadata[key]
+    return None
+
+
 def from_vllm_dict(data: dict[str, Any]) -> Result:
     """A ``vllm bench serve`` saved result (newest or old layout) as a SpecPortal ``Result``."""
-    if "duration" not in data or "completed" not in data:
-        raise ValueError("not a vllm bench serve result: 'duration' and 'completed' are required")
+    if not matches(data):
+        raise FormatError("not a vllm bench serve result: 'duration' and 'completed' are required")
+    run = read_run(data, sha256(json.dumps(data, sort_keys=True).encode()))
     rate = data.get("request_rate", "inf")
     backend = str(data.get("backend") or data.get("endpoint_type") or "vllm")
     percentile_metrics = tuple(m for m in ("ttft", "tpot", "itl", "e2el") if f"mean_{m}_ms" in data)
@@ -220,34 +398,12 @@ def from_vllm_dict(data: dict[str, Any]) -> Result:
         preflight=False,
         scrape_metrics=False,
     )
-    records = _records(data)
-    goodput = data.get("request_goodput", data.get("request_goodput:"))
-    completed = int(data["completed"])
-    failed = data.get("failed")
-    if failed is None:
-        failed = sum(1 for e in data.get("errors") or [] if e) if data.get("errors") else 0
-    summary: dict[str, Any] = {}
-    if records:
-        summary.update(metrics.summarize(records, float(data["duration"])))
-    # The file's own numbers win: they are what vLLM computed (its tokenizer fallback included).
-    vllm_numbers = {
-        k: v for k, v in data.items() if k not in DETAILED_KEYS and not isinstance(v, list)
-    }
-    vllm_numbers.pop("request_goodput:", None)
-    summary.update(vllm_numbers)
-    summary.update(completed=completed, failed=int(failed), request_goodput=goodput)
-    acceptance: dict[str, Any] = {}
-    if "spec_decode_acceptance_rate" in data:
-        acceptance = {
-            "engine": "vllm",
-            "source": "vllm bench serve spec_decode_* keys",
-            "acceptance_rate": float(data["spec_decode_acceptance_rate"]) / 100,
-            "mean_acceptance_length": data.get("spec_decode_acceptance_length"),
-            "per_position": data.get("spec_decode_per_position_acceptance_rates"),
-            "num_drafts": data.get("spec_decode_num_drafts"),
-            "draft_tokens": data.get("spec_decode_draft_tokens"),
-            "accepted_tokens": data.get("spec_decode_accepted_tokens"),
-        }
+    summary = {k: v for k, v in run.summary.items() if v is not None or k in data}
+    summary["request_goodput"] = run.summary["request_goodput"]
+    if summary.get("failed") is None:
+        summary["failed"] = (
+            0 if run.requests is None else sum(1 for r in run.requests if not r.success)
+        )
     # vLLM's result file keeps no prefix-cache counters.
     prefix_cache = prefixcache.unavailable(
         "vllm", "vllm bench serve's result file records no prefix-cache counters"
@@ -255,27 +411,32 @@ def from_vllm_dict(data: dict[str, Any]) -> Result:
     summary.update(prefixcache.summary_keys(prefix_cache))
     return Result(
         config=config,
-        requests=records,
+        requests=run.requests or [],
         summary=summary,
-        acceptance=acceptance,
+        acceptance=run.acceptance,
         prefix_cache=prefix_cache,
         model_id=data.get("model_id"),
         duration=float(data["duration"]),
-        started_at=str(data.get("date")) if data.get("date") else None,
-        source="vllm-bench-serve",
+        started_at=run.started_at,
+        source=FORMAT,
     )
 
 
 def read(path: str | Path) -> list[Result]:
     """Every record of a saved file (``--append-result`` files hold one JSON object per line)."""
-    text = Path(path).read_text(encoding="utf-8")
+    text_ = Path(path).read_text(encoding="utf-8")
     results = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for line_number, line in enumerate(text_.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        results.append(from_vllm_dict(data))
+            raise FormatError(
+                f"not valid JSON ({exc.msg})", line=line_number, filename=str(path)
+            ) from None
+        try:
+            results.append(from_vllm_dict(data))
+        except FormatError as exc:
+            raise exc.located(filename=str(path), line=line_number) from None
     return results
