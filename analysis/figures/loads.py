@@ -116,14 +116,12 @@ def load_curve_figure(
                 y=values,
                 text=labels,
                 customdata=[[p.load, p.runs, iv] for p, iv in zip(mine, intervals, strict=True)],
-                mode="lines+markers+text",
-                textposition="top center",
-                textfont={"size": 10, "color": arm.colour},
+                mode="lines+markers",
                 line={"color": arm.colour, "dash": arm.dash, "width": 2},
                 marker={
                     "color": arm.colour,
                     "symbol": symbols,
-                    "size": 10,
+                    "size": 11,
                     "line": {"width": 2, "color": arm.colour},
                 },
                 error_y={
@@ -145,20 +143,37 @@ def load_curve_figure(
                 ),
             )
         )
-    fig = go.Figure(
-        data=traces,
-        layout=base_layout(
-            title=f"{LOAD_METRICS.get(metric, metric)} · {workload}",
-            x_title=LOAD_AXES.get(load_axis, load_axis),
-            y_title=LOAD_METRICS.get(metric, metric),
-        ),
+    layout = base_layout(
+        title=f"{LOAD_METRICS.get(metric, metric)} · {workload}",
+        x_title=LOAD_AXES.get(load_axis, load_axis),
+        y_title=LOAD_METRICS.get(metric, metric),
     )
-    fig.update_xaxes(type="log" if log_x else "linear")
+    if any(p.verdict for p in points):
+        layout["annotations"] = [VERDICT_KEY]
+    fig = go.Figure(data=traces, layout=layout)
+    loads = sorted({p.x for p in points})
+    fig.update_xaxes(
+        type="log" if log_x else "linear", tickvals=loads, ticktext=[f"{x:g}" for x in loads]
+    )
     if metric == "slo_attainment":
         fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
     else:
         fig.update_yaxes(rangemode="tozero")
     return figure_dict(fig, filename=f"load-{metric}-{workload}")
+
+
+# Candidates' markers say their verdict by shape; this key says it in words.
+VERDICT_KEY: Final = {
+    "text": "verdict: ● KEEP  ✕ DROP  ◇ INCONCLUSIVE  ○ pending",
+    "xref": "paper",
+    "yref": "paper",
+    "x": 1,
+    "y": 1.02,
+    "xanchor": "right",
+    "yanchor": "bottom",
+    "showarrow": False,
+    "font": {"size": 11, "color": "#4b5563"},
+}
 
 
 # --- Pareto -----------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ def base_layout(*, title: str, x_title: str, y_title: str, **extra: Any) -> dict
         "automargin": True,
     }
     layout: dict[str, Any] = {
-        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "title": {"text": title, "xref": "paper", "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "showlegend": True,
         "font": {"family": FONT, "size": 12, "color": "#1d2330"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",

@@ -96,8 +96,8 @@ def timeline_figure(requests: Sequence[TimelineRequest], *, title: str = "") -> 
 
 GAUGE_PANELS: Final = (
     ("kv_cache_usage", "KV-cache usage (%)"),
-    ("requests", "requests (running solid, waiting dotted)"),
-    ("preemptions", "preemptions since start"),
+    ("requests", "requests"),
+    ("preemptions", "preemptions"),
 )
 
 
@@ -172,20 +172,20 @@ def gauges_figure(runs: Sequence[RunGauges], *, title: str = "") -> dict[str, An
                     go.Scatter(
                         x=[rounded(t) for t in ts],
                         y=values,
-                        mode="lines+markers",
+                        mode="lines",
                         line={
                             "color": arm.colour,
                             "dash": "dot" if name == "waiting" else arm.dash,
                             "shape": "hv" if panel != "kv_cache_usage" else "linear",
                             "width": 2,
                         },
-                        marker={"size": 4, "symbol": arm.symbol, "color": arm.colour},
-                        name=f"{arm.label} · run {item.run_id} · {name}",
+                        name=f"{arm.label} · run {item.run_id} · {name}"
+                        + (" (since the run started)" if panel == "preemptions" else ""),
                         legendgroup=f"{arm.label}-{item.run_id}",
                         meta=[arm.label],
                         hovertemplate=(
                             f"<b>{arm.label}</b> run {item.run_id}<br>{name}: %{{y}}{unit}"
-                            f"<br>t = %{{x:.2f}} s<br>n = {len(ts)} samples<extra></extra>"
+                            f"<br>t = %{{x:.2f}} s<br>n = {len(ts)} scrapes<extra></extra>"
                         ),
                     ),
                     row=row,

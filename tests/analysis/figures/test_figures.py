@@ -254,7 +254,7 @@ def test_gauges_show_kv_usage_in_percent_requests_and_preemptions_since_start() 
     }
     fig = F.gauges_figure([F.RunGauges(NGRAM, 4, server)])
     _assert_common(fig)
-    by_name = {t["name"].split(" · ")[-1]: t for t in fig["data"]}
+    by_name = {t["name"].split(" · ")[-1].split(" (")[0]: t for t in fig["data"]}
     assert by_name["KV-cache usage"]["y"] == [10.0, 50.0]
     assert by_name["running"]["y"] == [1, 8]
     assert by_name["waiting"]["y"] == [0, 2]
