@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import plotly.graph_objects as go
 
 from analysis.figures.downsample import ecdf_points
@@ -36,7 +37,7 @@ class ArmSamples:
     """One arm's samples of one metric in one cell, pooled over its runs (milliseconds)."""
 
     arm: ArmRef
-    values: Sequence[float]
+    values: Sequence[float] | npt.NDArray[np.float64]
     runs: int
 
 
