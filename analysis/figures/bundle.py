@@ -30,6 +30,7 @@ from analysis.figures.distributions import (
     chunk_histogram_counts,
     chunk_histogram_figure,
     chunk_histogram_rows,
+    ecdf_curve,
     ecdf_figure,
     ecdf_rows,
     merge_counts,
@@ -137,6 +138,7 @@ def cell_figures(
     by_arm = {arm: [r for r in runs if r.arm == arm] for arm in ordered}
     figures: dict[str, Any] = {}
     rows: dict[str, Any] = {}
+    curves: dict[str, dict[str, Any]] = {}
     for metric in ECDF_METRICS:
         samples = [
             ArmSamples(
@@ -148,8 +150,12 @@ def cell_figures(
             )
             for arm, mine in by_arm.items()
         ]
-        figures[f"ecdf_{metric}"] = ecdf_figure(metric, samples, cell=cell, log_x=metric == "itl")
-        rows[f"ecdf_{metric}"] = ecdf_rows(metric, samples)
+        arm_curves = [ecdf_curve(s) for s in samples]
+        curves[metric] = {c.arm.label: c.to_dict() for c in arm_curves}
+        figures[f"ecdf_{metric}"] = ecdf_figure(
+            metric, arm_curves, cell=cell, log_x=metric == "itl"
+        )
+        rows[f"ecdf_{metric}"] = ecdf_rows(metric, arm_curves)
     histograms = [
         ChunkHistogram(
             arm,
@@ -182,7 +188,20 @@ def cell_figures(
                     intervals[key] = iv
         tail_arms.append(TailArm(arm, per_run, intervals=intervals))
     rows["tail"] = tail_rows(tail_arms)
-    return {"figures": figures, "rows": rows}
+    chunk_counts = {h.arm.label: h.counts for h in histograms}
+    return {"figures": figures, "rows": rows, "curves": curves, "chunk_counts": chunk_counts}
+
+
+def run_figure_data(samples: RunSamples) -> dict[str, Any]:
+    """What a run keeps for comparisons of any runs: its downsampled ECDF per metric and its
+    tokens-per-chunk counts (the summary, acceptance and gauges are on the run already)."""
+    arm = ArmRef("", 0)  # the curve's arm is given when it is drawn
+    return {
+        "curves": {
+            m: ecdf_curve(ArmSamples(arm, samples.of(m), runs=1)).to_dict() for m in ECDF_METRICS
+        },
+        "chunk_counts": samples.chunk_counts,
+    }
 
 
 # --- verdicts ---------------------------------------------------------------------------------

@@ -41,16 +41,43 @@ class ArmSamples:
     runs: int
 
 
-def _ecdf_series(arms: Sequence[ArmSamples]) -> list[tuple[ArmSamples, list[Any], list[Any], int]]:
-    out = []
-    for item in sorted(arms, key=lambda a: a.arm.position):
-        x, f, n = ecdf_points(np.asarray(item.values, dtype=np.float64))
-        out.append((item, rounded_list(x), rounded_list(f), n))
-    return out
+@dataclass(frozen=True)
+class EcdfCurve:
+    """An ECDF already downsampled (``ecdf_curve``): what is stored when a run lands, so a
+    comparison of any runs draws their curves without reading a request again. ``label``
+    overrides the legend's arm label (a run in a comparison: "ngram · run 12")."""
+
+    arm: ArmRef
+    x: Sequence[float | None]
+    f: Sequence[float | None]
+    n: int
+    runs: int
+    label: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"x": list(self.x), "f": list(self.f), "n": self.n, "runs": self.runs}
+
+    @classmethod
+    def from_dict(cls, arm: ArmRef, data: Mapping[str, Any], label: str = "") -> EcdfCurve:
+        return cls(arm, data["x"], data["f"], int(data["n"]), int(data["runs"]), label)
+
+
+def ecdf_curve(item: ArmSamples) -> EcdfCurve:
+    x, f, n = ecdf_points(np.asarray(item.values, dtype=np.float64))
+    return EcdfCurve(item.arm, rounded_list(x), rounded_list(f), n, item.runs)
+
+
+def _ecdf_series(arms: Sequence[ArmSamples | EcdfCurve]) -> list[EcdfCurve]:
+    curves = [a if isinstance(a, EcdfCurve) else ecdf_curve(a) for a in arms]
+    return sorted(curves, key=lambda c: c.arm.position)
 
 
 def ecdf_figure(
-    metric: str, arms: Sequence[ArmSamples], *, cell: str = "", log_x: bool = False
+    metric: str,
+    arms: Sequence[ArmSamples | EcdfCurve],
+    *,
+    cell: str = "",
+    log_x: bool = False,
 ) -> dict[str, Any]:
     """The ECDF of ``metric`` (``ttft``, ``tpot``, ``itl``, ``e2el``), one step curve per arm.
 
@@ -59,20 +86,20 @@ def ecdf_figure(
     """
     name, axis = ECDF_METRICS[metric]
     traces = []
-    for item, x, f, n in _ecdf_series(arms):
-        arm = item.arm
+    for curve in _ecdf_series(arms):
+        arm, n, label = curve.arm, curve.n, curve.label or curve.arm.label
         traces.append(
             go.Scatter(
-                x=x,
-                y=f,
+                x=list(curve.x),
+                y=list(curve.f),
                 mode="lines",
                 line={"shape": "hv", "color": arm.colour, "dash": arm.dash, "width": 2},
-                name=f"{arm.label} (n={n:,})",
-                legendgroup=arm.label,
+                name=f"{label} (n={n:,})",
+                legendgroup=label,
                 meta=[arm.label],
                 hovertemplate=(
-                    f"<b>{arm.label}</b><br>{name} %{{x:.4~f}} ms<br>"
-                    f"fraction ≤ x: %{{y:.4~f}}<br>n = {n:,} samples, {item.runs} run(s)"
+                    f"<b>{label}</b><br>{name} %{{x:.4~f}} ms<br>"
+                    f"fraction ≤ x: %{{y:.4~f}}<br>n = {n:,} samples, {curve.runs} run(s)"
                     "<extra></extra>"
                 ),
             )
@@ -91,12 +118,18 @@ def ecdf_figure(
     return figure_dict(fig, filename=f"ecdf-{metric}{'-' + cell.replace('/', '-') if cell else ''}")
 
 
-def ecdf_rows(metric: str, arms: Sequence[ArmSamples]) -> list[dict[str, Any]]:
+def ecdf_rows(metric: str, arms: Sequence[ArmSamples | EcdfCurve]) -> list[dict[str, Any]]:
     """The plotted points: arm, the sample (ms), its cumulative fraction, n."""
     return [
-        {"arm": item.arm.label, "metric": metric, "value_ms": xi, "fraction": fi, "n": n}
-        for item, x, f, n in _ecdf_series(arms)
-        for xi, fi in zip(x, f, strict=True)
+        {
+            "arm": c.label or c.arm.label,
+            "metric": metric,
+            "value_ms": xi,
+            "fraction": fi,
+            "n": c.n,
+        }
+        for c in _ecdf_series(arms)
+        for xi, fi in zip(c.x, c.f, strict=True)
     ]
 
 

@@ -138,3 +138,18 @@ def test_workload_figures_mark_verdicts_and_say_pending_when_none_exists() -> No
     assert pareto["y"][0] == pytest.approx(1000 / runs[0].summary["median_tpot_ms"], rel=1e-6)
     assert figs["speedup"]["data"][0]["x"] == [1.5]
     assert speedup_points(verdict, [BASE, NGRAM])[0].cell == "chat/c1"
+
+
+def test_a_runs_stored_curves_draw_the_same_figure_after_a_json_round_trip() -> None:
+    import json
+
+    from analysis.figures.bundle import run_figure_data
+
+    requests = _requests(0.02, 2)
+    samples = run_samples(requests)
+    stored = json.loads(json.dumps(run_figure_data(samples)))
+    run = F.ArmRef("ngram · run 4", 1)
+    curve = F.EcdfCurve.from_dict(run, stored["curves"]["ttft"])
+    direct = F.ecdf_figure("ttft", [F.ArmSamples(run, samples.ttft, runs=1)])
+    assert F.ecdf_figure("ttft", [curve]) == direct
+    assert F.merge_counts([{int(k): v for k, v in stored["chunk_counts"].items()}]) == {2: 200}
