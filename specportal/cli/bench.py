@@ -119,6 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
     )
     data.add_argument("--random-range-ratio", type=float, default=0.0)
+    data.add_argument(
+        "--random-prefix-len",
+        type=int,
+        default=0,
+        help="random tokens shared by every synthetic prompt, before its own --input-len (vLLM's)",
+    )
     data.add_argument("--ignore-eos", action="store_true")
     for flag in SAMPLING_FLAGS:
         data.add_argument("--" + flag.replace("_", "-"), type=float, default=None)
@@ -227,6 +233,8 @@ def _dataset(args: argparse.Namespace) -> tuple[str, str | None]:
         raise CliError(f"--dataset-name {args.dataset_name} needs --dataset-path (a local file)")
     if name == "random" and path:
         raise CliError("--dataset-path cannot be used with --dataset-name random")
+    if args.random_prefix_len < 0:
+        raise CliError("--random-prefix-len must be at least 0")
     return name, path
 
 
@@ -286,6 +294,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                 input_len=args.input_len,
                 output_len=args.output_len,
                 range_ratio=args.random_range_ratio,
+                prefix_len=args.random_prefix_len,
                 category=args.category,
             ),
             ignore_eos=args.ignore_eos,

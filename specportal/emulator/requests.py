@@ -15,7 +15,8 @@ from specportal.emulator import randomness as rnd
 from specportal.emulator.engine import EmulatedSequence, Engine, Sampling
 from specportal.emulator.httpserver import HttpConnection, Response
 from specportal.emulator.server import EmulatorServer
-from specportal.workload.categories import CATEGORY_HEADER, Category, classify, parse_category
+from specportal.workload.categories import CATEGORY_HEADER, Category, parse_category
+from specportal.workload.classifier import classify
 from specportal.workload.tokenizer import get_tokenizer
 
 TOKENIZER: Final = get_tokenizer()

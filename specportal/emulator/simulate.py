@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from specportal.emulator import randomness as rnd
 from specportal.emulator.clock import VirtualClock
 from specportal.emulator.engine import EmulatedSequence, Engine, EngineConfig, EngineStats, Sampling
-from specportal.workload.categories import Category, classify
+from specportal.workload.categories import Category
+from specportal.workload.classifier import classify
 from specportal.workload.tokenizer import get_tokenizer
 
 

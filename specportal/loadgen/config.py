@@ -22,6 +22,9 @@ class WorkloadSpec:
     input_len: int = 1024
     output_len: int | None = None  # None: synthetic default 128, files' own lengths
     range_ratio: float = 0.0
+    # Synthetic only: random tokens shared by every prompt, before its own ``input_len`` (vLLM's
+    # ``--random-prefix-len``); 0: prompts share nothing beyond 2 tokens.
+    prefix_len: int = 0
     category: str | None = None  # bundled set to use, or the category to tag synthetic prompts
 
 

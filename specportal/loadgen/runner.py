@@ -229,6 +229,7 @@ def build_workload(config: BenchConfig) -> list[WorkItem]:
             range_ratio=wl.range_ratio,
             seed=config.seed,
             category=wl.category,
+            prefix_len=wl.prefix_len,
         )
     if wl.dataset_name == "bundled":
         items = datasets.load_bundled(wl.category, wl.output_len)

@@ -2,7 +2,8 @@
 
 The category decides the emulator's acceptance and output lengths. It travels with each request in
 ``X-SpecPortal-Category`` (real engines ignore the header); without it the emulator classifies the
-prompt: bundled prompts exactly, anything else by rule.
+prompt: bundled prompts exactly, anything else by rule (``classifier.classify``; this module
+knows nothing of the bundled sets, which are read by category).
 """
 
 from __future__ import annotations
@@ -312,17 +313,3 @@ def parse_category(value: str | None) -> Category | None:
         if category == lowered:
             return category
     return None
-
-
-def classify(prompt: str) -> Category:
-    """Bundled prompts exactly (when the prompt sets are installed); others by rule; else chat."""
-    bundled: Category | None = None
-    try:
-        from specportal.workload.prompts import bundled_category
-    except ImportError:  # the prompt sets land separately
-        pass
-    else:
-        bundled = bundled_category(prompt)
-    if bundled is not None:
-        return bundled
-    return rule_category(prompt)

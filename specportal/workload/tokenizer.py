@@ -135,14 +135,3 @@ class ToyTokenizer:
 @lru_cache(maxsize=1)
 def get_tokenizer() -> ToyTokenizer:
     return ToyTokenizer()
-
-
-def synthetic_text(n_tokens: int, offset: int = 0) -> str:
-    """Exactly ``n_tokens`` toy tokens of words (deterministic in ``offset``)."""
-    tok = get_tokenizer()
-    words = tok.word_ids
-    ids = [words[(offset + i * 7919) % len(words)] for i in range(n_tokens)]
-    text = tok.decode(ids)
-    return (
-        text[1:] if text.startswith(" ") and n_tokens and tok.count(text[1:]) == n_tokens else text
-    )

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from specportal.workload.categories import classify, parse_category
-from specportal.workload.tokenizer import get_tokenizer, synthetic_text
+from specportal.workload.categories import parse_category
+from specportal.workload.classifier import classify
+from specportal.workload.synthetic import synthetic_prompts
+from specportal.workload.tokenizer import get_tokenizer
 
 
 @pytest.mark.parametrize(
@@ -33,9 +35,9 @@ def test_generated_word_ids_round_trip() -> None:
     assert tok.encode(tok.decode(ids)) == ids
 
 
-@pytest.mark.parametrize("n", [1, 2, 17, 128, 1024])
-def test_synthetic_text_has_exactly_n_tokens(n: int) -> None:
-    assert get_tokenizer().count(synthetic_text(n, offset=n)) == n
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 17, 128, 1024])
+def test_synthetic_prompts_have_exactly_n_tokens(n: int) -> None:
+    assert [get_tokenizer().count(p) for p in synthetic_prompts([n] * 5, seed=n)] == [n] * 5
 
 
 def test_out_of_range_id_is_an_error() -> None:

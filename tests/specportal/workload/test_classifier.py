@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specportal.workload.categories import CATEGORIES, Category, classify, rule_category
+from specportal.workload.categories import CATEGORIES, Category, rule_category
+from specportal.workload.classifier import classify
 from specportal.workload.synthetic import synthetic_workload
 
 from .held_out_prompts import HELD_OUT

@@ -8,7 +8,8 @@ from importlib import resources
 import pytest
 
 from specportal.workload import prompts
-from specportal.workload.categories import CATEGORIES, classify, rule_category
+from specportal.workload.categories import CATEGORIES, rule_category
+from specportal.workload.classifier import classify
 from specportal.workload.prompts import (
     BundledPrompt,
     all_prompts,
