@@ -5,8 +5,11 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY specportal specportal
 COPY accounts accounts
-COPY runs runs
+COPY configurations configurations
+COPY hosts hosts
 COPY experiments experiments
+COPY runs runs
+COPY demo demo
 COPY analysis analysis
 COPY templates templates
 COPY examples examples

@@ -6,7 +6,7 @@
 Writes the agent's gzip'd upload (the envelope around the load generator's own result file,
 per-request text included), then times, against PostgreSQL:
 
-* ``ingest``: the portal's real path (``experiments.ingest.upload_ingest``): gunzip, JSON parse,
+* ``ingest``: the portal's real path (``runs.ingest.upload_ingest``): gunzip, JSON parse,
   COPY of one row per request with chunk times and token counts as arrays, run update, commit;
 * ``raw COPY``: the same rows, already encoded in COPY's binary format, streamed into the same
   table and committed (the server's share: indexes and the deferred foreign-key checks).
@@ -121,9 +121,11 @@ def main() -> int:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from experiments import ingest, pgcopy
-    from experiments.models import Arm, Experiment, RequestRecord, ResultUpload, Run
-    from runs.services import configuration_create, host_register
+    from configurations.services import configuration_create
+    from experiments.models import Arm, Experiment
+    from hosts.services import host_register
+    from runs import ingest, pgcopy
+    from runs.models import RequestRecord, ResultUpload, Run
 
     if connection.vendor != "postgresql":
         print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)

@@ -2,8 +2,7 @@
 
 Experiments are created, planned, started and cancelled through the API (the services validate
 arms, lint and lock objectives), so the admin adds nothing. Once an experiment is locked its
-plan and objectives are frozen (the database refuses those edits too); runs, their per-request
-records and the uploaded result files are measurements and only ever shown.
+plan and objectives are frozen (the database refuses those edits too). Runs: ``runs.admin``.
 """
 
 from __future__ import annotations
@@ -11,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.db.models.functions import Length
 from django.http import HttpRequest
 
-from experiments.models import Arm, Experiment, RequestRecord, ResultUpload, Run
+from experiments.models import Arm, Experiment
+from runs.admin import ReadOnlyAdmin
 
 # Set by the services (planning, lint, start, dispatch), never typed in.
 EXPERIMENT_COMPUTED = (
@@ -43,19 +41,6 @@ EXPERIMENT_FROZEN_WHEN_LOCKED = (
     "lint_override_reason",
     "hosts",
 )
-
-
-class _ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Shown, never added, changed or deleted here."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class ArmInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -88,54 +73,7 @@ class ExperimentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Arm)
-class ArmAdmin(_ReadOnlyAdmin):
+class ArmAdmin(ReadOnlyAdmin):
     list_display = ("id", "experiment", "position", "label", "configuration")
     list_select_related = ("experiment", "configuration")
     search_fields = ("label", "experiment__name")
-
-
-@admin.register(Run)
-class RunAdmin(_ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "experiment",
-        "sequence",
-        "arm",
-        "host",
-        "workload",
-        "load",
-        "repetition",
-        "status",
-        "attempt",
-        "finished_at",
-    )
-    list_filter = ("status",)
-    list_select_related = ("experiment", "arm", "host")
-    search_fields = ("experiment__name", "host__name", "arm__label")
-
-
-@admin.register(RequestRecord)
-class RequestRecordAdmin(_ReadOnlyAdmin):
-    list_display = ("id", "run", "index", "success", "output_tokens", "finish_reason", "category")
-    list_filter = ("success",)
-    list_select_related = ("run",)
-    # Runs hold up to 100,000 records each: no full count of the table on every page.
-    show_full_result_count = False
-
-
-@admin.register(ResultUpload)
-class ResultUploadAdmin(_ReadOnlyAdmin):
-    list_display = ("id", "run", "attempt", "size", "sha256", "received_at", "ingested_at")
-    list_select_related = ("run",)
-    # The gzip'd body is hundreds of MB at most: shown by size and hash, never inline.
-    exclude = ("body",)
-    readonly_fields = ("size",)
-    show_full_result_count = False
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ResultUpload]:
-        uploads: QuerySet[ResultUpload] = super().get_queryset(request)
-        return uploads.defer("body").annotate(body_bytes=Length("body"))
-
-    @admin.display(description="bytes", ordering="body_bytes")
-    def size(self, obj: ResultUpload) -> int:
-        return int(getattr(obj, "body_bytes", 0) or 0)

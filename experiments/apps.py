@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class ExperimentsConfig(AppConfig):
     name = "experiments"
-    verbose_name = "Experiments and their runs"
+    verbose_name = "Experiments"

@@ -1,4 +1,4 @@
-"""What must hold before an experiment starts on a host, and the hosts' liveness.
+"""What must hold before an experiment starts on a host (liveness itself: ``hosts.liveness``).
 
 A start is refused, with every reason listed, when a host's agent is silent or unhealthy, lacks
 the engine (or the pinned version), has fewer GPUs than the configuration's parallelism needs, or
@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any, Final
 
-from django.utils import timezone
-
-from runs.models import FrozenConfiguration, GpuHost
+from configurations.models import FrozenConfiguration
+from hosts.liveness import host_alive
+from hosts.models import GpuHost
 from specportal.engines.document import diff
 from specportal.engines.versions import version_installed
-
-# Agents heartbeat every 15 s: four missed beats and the host counts as silent.
-HOST_SILENT_SECONDS: Final = 60
 
 # Keys that name models, per engine and section (a hub name needs a network to be pulled).
 MODEL_KEYS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
@@ -97,12 +93,6 @@ def hub_models(document: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def host_alive(host: GpuHost) -> bool:
-    if host.last_heartbeat_at is None:
-        return False
-    return timezone.now() - host.last_heartbeat_at <= timedelta(seconds=HOST_SILENT_SECONDS)
-
-
 def host_refusals(host: GpuHost, config: FrozenConfiguration) -> list[str]:
     """Why ``config`` cannot run on ``host`` (empty when it can)."""
     reasons: list[str] = []
@@ -153,17 +143,6 @@ def lint_findings(config: FrozenConfiguration, host: GpuHost) -> list[dict[str, 
 
     facts = HostFacts(name=host.name, offline=host.offline)
     return [dict(finding.as_dict()) for finding in lint(config.document, host=facts)]
-
-
-def hosts_mark_silent() -> int:
-    """Hosts whose agent stopped beating become unreachable (and refuse new starts)."""
-    cutoff = timezone.now() - timedelta(seconds=HOST_SILENT_SECONDS)
-    return GpuHost.objects.filter(
-        last_heartbeat_at__lt=cutoff, health_status=GpuHost.Health.HEALTHY
-    ).update(
-        health_status=GpuHost.Health.UNREACHABLE,
-        health_detail=f"no heartbeat for more than {HOST_SILENT_SECONDS} s",
-    )
 
 
 # Sampling travels with every request (the load generator sends it), so arms that differ only

@@ -1,18 +1,16 @@
-from __future__ import annotations
+"""Experiments and their arms (DESIGN §3); the runs they plan live in ``runs``."""
 
-from typing import Final
+from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-
-from experiments.fields import FloatArrayField, IntegerArrayField
 
 
 class Experiment(models.Model):
     """Arms over one target, a workload × load matrix, repetitions and objectives fixed at start.
 
     From ``locked_at`` on, the objectives, their hash and the arms never change (the database
-    refuses it too, see migration 0002).
+    refuses it too: the lock guard of migration ``experiments/0001_initial``).
     """
 
     class Status(models.TextChoices):
@@ -58,7 +56,7 @@ class Experiment(models.Model):
     arms_differences = models.JSONField(default=list, blank=True)
     lint_override_reason = models.TextField(blank=True)
     lint_findings = models.JSONField(default=list, blank=True)
-    hosts = models.ManyToManyField("runs.GpuHost", related_name="experiments")
+    hosts = models.ManyToManyField("hosts.GpuHost", related_name="experiments")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -85,7 +83,7 @@ class Arm(models.Model):
     position = models.PositiveIntegerField()
     label = models.CharField(max_length=64)
     configuration = models.ForeignKey(
-        "runs.FrozenConfiguration", on_delete=models.PROTECT, related_name="arms"
+        "configurations.FrozenConfiguration", on_delete=models.PROTECT, related_name="arms"
     )
 
     class Meta:
@@ -101,160 +99,3 @@ class Arm(models.Model):
     @property
     def is_baseline(self) -> bool:
         return self.position == 0
-
-
-class Run(models.Model):
-    """One (arm, workload, load level, repetition) on one host; the record of its state.
-
-    The broker only rings the doorbell: the state here is what counts, claims are conditional
-    updates on it, and a lease (renewed by the agent's heartbeats) says how long a claim holds.
-    """
-
-    class Status(models.TextChoices):
-        PLANNED = "planned"
-        QUEUED = "queued"
-        CLAIMED = "claimed"
-        RUNNING = "running"
-        DONE = "done"
-        INCOMPLETE = "incomplete"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
-    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
-    arm = models.ForeignKey(Arm, on_delete=models.PROTECT, related_name="runs")
-    host = models.ForeignKey("runs.GpuHost", on_delete=models.PROTECT, related_name="runs")
-    sequence = models.PositiveIntegerField()  # execution order within the experiment, from 1
-    workload = models.CharField(max_length=100)
-    load = models.CharField(max_length=100)
-    repetition = models.PositiveIntegerField()
-    position = models.PositiveIntegerField()  # place of the arm in its rotation block, from 1
-    estimated_seconds = models.FloatField()
-
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PLANNED)
-    attempt = models.PositiveIntegerField(default=0)  # 0 until first queued
-    cancel_requested = models.BooleanField(default=False)
-    queued_at = models.DateTimeField(null=True, blank=True)  # last time the doorbell was rung
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    progress = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-
-    # What the engine said about itself (endpoint bodies, parsed start-up log lines), every check
-    # of it against the frozen configuration (specportal.agent.selfreport), and the disagreements.
-    engine_report = models.JSONField(default=dict, blank=True)
-    engine_checked = models.JSONField(default=list, blank=True)
-    mismatches = models.JSONField(default=list, blank=True)
-    # Environment the agent added for this run (e.g. VLLM_SERVER_DEV_MODE=1 for cache reset): part
-    # of the run's record, never of the configuration.
-    engine_env = models.JSONField(default=dict, blank=True)
-    command = models.JSONField(default=list, blank=True)
-    log_excerpt = models.TextField(blank=True)
-    summary = models.JSONField(null=True, blank=True)
-    server = models.JSONField(default=dict, blank=True)  # raw and parsed /metrics scrapes
-    acceptance = models.JSONField(default=dict, blank=True)  # speculative counters, per engine
-    # The load generator's prefix-cache figure (specportal.loadgen.prefixcache): a fraction, or
-    # null when the engine did not say; ``prefix_cache`` keeps its source, tokens and reason.
-    prefix_cache_hit_fraction = models.FloatField(null=True, blank=True)
-    prefix_cache = models.JSONField(default=dict, blank=True)
-    result_attempt = models.PositiveIntegerField(null=True, blank=True)
-    result_schema = models.PositiveIntegerField(null=True, blank=True)
-    requests_total = models.PositiveIntegerField(null=True, blank=True)
-    requests_failed = models.PositiveIntegerField(null=True, blank=True)
-
-    class Meta:
-        ordering = ("experiment", "sequence")
-        constraints = (
-            models.UniqueConstraint(fields=["experiment", "sequence"], name="run_sequence_unique"),
-            models.UniqueConstraint(
-                fields=["experiment", "arm", "workload", "load", "repetition"],
-                name="run_cell_arm_repetition_unique",
-            ),
-        )
-        indexes = (
-            models.Index(fields=["status", "queued_at"], name="run_status_queued"),
-            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
-            models.Index(fields=["host", "status"], name="run_host_status"),
-        )
-
-    def __str__(self) -> str:
-        return f"run {self.pk} ({self.cell} rep {self.repetition}, {self.status})"
-
-    @property
-    def cell(self) -> str:
-        return f"{self.workload}/{self.load}"
-
-
-# The measured columns of a RequestRecord, in the order ingestion writes them and downloads
-# read them.
-REQUEST_RECORD_FIELDS: Final = (
-    "index",
-    "scheduled",
-    "sent",
-    "chunk_times",
-    "chunk_tokens",
-    "prompt_tokens",
-    "output_tokens",
-    "success",
-    "finish_reason",
-    "error",
-    "text_hash",
-    "category",
-)
-
-
-class RequestRecord(models.Model):
-    """One request of a run, kept whole: chunk arrival times and token counts as arrays.
-
-    Times are seconds on the load generator's monotonic clock (only differences mean anything).
-    """
-
-    # No index of its own: the unique (run, index) serves every lookup by run, and one index
-    # fewer to maintain is a good part of the COPY of 100,000 rows.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests", db_index=False)
-    index = models.PositiveIntegerField()
-    scheduled = models.FloatField(null=True)
-    sent = models.FloatField(null=True)
-    chunk_times = FloatArrayField()
-    chunk_tokens = IntegerArrayField(null=True)
-    prompt_tokens = models.IntegerField(null=True)
-    output_tokens = models.IntegerField(null=True)
-    success = models.BooleanField()
-    finish_reason = models.CharField(max_length=32, blank=True)
-    error = models.TextField(blank=True)
-    text_hash = models.CharField(max_length=64, blank=True)
-    category = models.CharField(max_length=32, blank=True)
-
-    class Meta:
-        ordering = ("run", "index")
-        constraints = (
-            models.UniqueConstraint(fields=["run", "index"], name="request_record_index_unique"),
-        )
-
-    def __str__(self) -> str:
-        return f"request {self.index} of run {self.run_id}"
-
-
-class ResultUpload(models.Model):
-    """An agent's result file as received (gzip'd JSON), one per run and attempt.
-
-    The upload answers the agent at once; a portal worker ingests it. Keeping the body lets a
-    failed ingestion be retried, and the unique (run, attempt) makes a repeated PUT harmless.
-    """
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="uploads")
-    attempt = models.PositiveIntegerField()
-    body = models.BinaryField()
-    sha256 = models.CharField(max_length=64)
-    received_at = models.DateTimeField(auto_now_add=True)
-    ingested_at = models.DateTimeField(null=True, blank=True)
-    ingest_error = models.TextField(blank=True)
-
-    class Meta:
-        constraints = (
-            models.UniqueConstraint(fields=["run", "attempt"], name="result_upload_once"),
-        )
-
-    def __str__(self) -> str:
-        return f"upload of run {self.run_id} attempt {self.attempt}"

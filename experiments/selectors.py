@@ -1,20 +1,16 @@
-"""Reads for experiments and runs."""
+"""Reads for experiments: the list, one experiment, its cells side by side."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from analysis.prefixcache import compare_arms
-from experiments.models import REQUEST_RECORD_FIELDS, Experiment, RequestRecord, Run
-
-# Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
-DOWNLOAD_BATCH: Final = 2_000
-RUN_FILTERS: Final = ("experiment", "status", "host", "arm", "workload", "load", "repetition")
+from experiments.models import Experiment
+from runs.selectors import acceptance_rate
 
 # Summary keys shown side by side per arm (DESIGN §4 names).
 SIDE_BY_SIDE_KEYS: Final = (
@@ -37,57 +33,6 @@ def experiment_list() -> QuerySet[Experiment]:
 
 def experiment_get(*, experiment_id: int) -> Experiment:
     return get_object_or_404(experiment_list(), pk=experiment_id)
-
-
-def run_list(*, filters: Mapping[str, str]) -> QuerySet[Run]:
-    runs = Run.objects.select_related("arm", "host", "experiment")
-    for key in RUN_FILTERS:
-        value = filters.get(key)
-        if not value:
-            continue
-        if key == "host":
-            runs = runs.filter(host__name=value)
-        elif key == "arm":
-            runs = runs.filter(arm__label=value)
-        elif key in ("experiment", "repetition"):
-            runs = runs.filter(**{f"{key}_id" if key == "experiment" else key: int(value)})
-        else:
-            runs = runs.filter(**{key: value})
-    return runs.order_by("experiment_id", "sequence")
-
-
-def run_get(*, run_id: int) -> Run:
-    return get_object_or_404(Run.objects.select_related("arm__configuration", "host"), pk=run_id)
-
-
-def request_records_page(*, run: Run, after: int, limit: int) -> list[dict[str, Any]]:
-    """Keyset pagination on (run, index): constant cost per page however deep."""
-    return list(
-        RequestRecord.objects.filter(run=run, index__gt=after)
-        .order_by("index")
-        .values(*REQUEST_RECORD_FIELDS)[:limit]
-    )
-
-
-def request_records_jsonl(*, run: Run) -> Iterator[bytes]:
-    """Every record as one JSON line, fetched in keyset batches (memory stays flat)."""
-    after = -1
-    while True:
-        page = request_records_page(run=run, after=after, limit=DOWNLOAD_BATCH)
-        if not page:
-            return
-        yield b"".join(json.dumps(row, separators=(",", ":")).encode() + b"\n" for row in page)
-        after = page[-1]["index"]
-
-
-def acceptance_rate(run: Run) -> float | None:
-    """Speculative acceptance as the load generator reported it from the server's counters."""
-    for source in (run.acceptance or {}, run.summary or {}):
-        for key in ("acceptance_rate", "draft_acceptance_rate_fraction", "spec_acceptance_rate"):
-            value = source.get(key)
-            if isinstance(value, int | float):
-                return float(value)
-    return None
 
 
 def prefix_cache_blocks(

@@ -1,60 +1,40 @@
-"""Writes for experiments and runs. Run state lives here; the broker is only a doorbell.
+"""Writes for experiments: create, plan, start, advance and cancel (their runs live in ``runs``).
 
-Dispatch keeps one run per (experiment, host) on the wire at a time: the next run of a host is
-queued when the previous one ends, so execution follows the plan exactly and the stale-message
-beat task can re-publish a QUEUED run without disturbing any order.
+Dispatch keeps one run per (experiment, host) on the wire at a time: :func:`experiment_advance`
+queues a host's next run when the previous one ends, so execution follows the plan exactly and the
+stale-message beat task can re-publish a QUEUED run without disturbing any order.
+
+Dependency direction: ``experiments`` drives ``runs`` (it plans, queues and cancels them) and
+imports it freely; ``runs`` never imports ``experiments`` at module level (see
+``runs.services.experiment_advance_later``).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, Final
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from accounts.errors import ApplicationError
 from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
-from experiments import dispatch
-from experiments.models import Arm, Experiment, ResultUpload, Run
+from configurations.models import FrozenConfiguration
+from experiments.models import Arm, Experiment
 from experiments.planning import assign_hosts, cells_of, estimate_run_seconds, plan_runs
-from runs.models import FrozenConfiguration, GpuHost
-from runs.services import host_heartbeat_record
+from hosts.models import GpuHost
+from runs.models import Run
+from runs.services import ACTIVE_STATES, run_queue
+from specportal.api.errors import ApplicationError
 from specportal.engines.document import diff
 
 log = logging.getLogger(__name__)
 
-# Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
-MAX_ATTEMPTS: Final = 2
-# What one attempt's agent reported (run_progress), cleared when the run is queued again.
-ATTEMPT_FIELDS: Final = (
-    "claimed_at",
-    "started_at",
-    "progress",
-    "engine_report",
-    "engine_checked",
-    "mismatches",
-    "engine_env",
-    "command",
-)
 # Sections of a configuration that must be equal across arms: an experiment compares proposals
 # over one target on one engine build.
 SHARED_SECTIONS: Final = ("engine", "engine_build", "target", "runtime", "sampling")
-
-ACTIVE_STATES: Final = (Run.Status.QUEUED, Run.Status.CLAIMED, Run.Status.RUNNING)
-FINAL_STATES: Final = (
-    Run.Status.DONE,
-    Run.Status.INCOMPLETE,
-    Run.Status.FAILED,
-    Run.Status.CANCELLED,
-)
 
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 WORKLOAD_KEYS: Final = frozenset(
@@ -398,28 +378,13 @@ def experiment_advance(*, experiment_id: int) -> None:
                 runs.filter(host_id=host_id, status=Run.Status.PLANNED).order_by("sequence").first()
             )
             if nxt is not None:
-                _queue(nxt)
+                run_queue(nxt)
                 busy_hosts.add(host_id)
     if not busy_hosts and not runs.filter(status=Run.Status.PLANNED).exists():
         if experiment.status == Experiment.Status.RUNNING:
             experiment.status = Experiment.Status.DONE
         experiment.finished_at = experiment.finished_at or timezone.now()
     experiment.save(update_fields=["status", "finished_at"])
-
-
-def _queue(run: Run) -> None:
-    """PLANNED (or lease-lost) → QUEUED with a new attempt number, then ring the host's bell."""
-    run.status = Run.Status.QUEUED
-    run.attempt += 1
-    run.queued_at = timezone.now()
-    run.lease_expires_at = None
-    # What the previous attempt's agent reported belongs to that attempt: a retry must not show
-    # its engine, self-report or phase as if they were the new one's (the error keeps its note).
-    run.claimed_at = run.started_at = None
-    run.progress, run.engine_report, run.engine_env = {}, {}, {}
-    run.engine_checked, run.mismatches, run.command = [], [], []
-    run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at", *ATTEMPT_FIELDS])
-    dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
 
 
 @transaction.atomic
@@ -439,200 +404,3 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
     experiment.finished_at = now
     experiment.save(update_fields=["status", "finished_at"])
     return experiment
-
-
-# --- the agent's side ---------------------------------------------------------------------------
-
-
-def lease_seconds() -> int:
-    """How long a claim holds without a heartbeat (``SPECPORTAL_LEASE_SECONDS``)."""
-    return int(settings.SPECPORTAL_LEASE_SECONDS)
-
-
-def _lease_deadline() -> Any:
-    return timezone.now() + timedelta(seconds=lease_seconds())
-
-
-@transaction.atomic
-def run_claim(*, host: GpuHost, run_id: int, attempt: int) -> Run:
-    """Conditional QUEUED → CLAIMED for exactly this attempt on this host; 409 otherwise."""
-    now = timezone.now()
-    claimed = Run.objects.filter(
-        pk=run_id, host=host, status=Run.Status.QUEUED, attempt=attempt, cancel_requested=False
-    ).update(status=Run.Status.CLAIMED, claimed_at=now, lease_expires_at=_lease_deadline())
-    if claimed != 1:
-        raise ApplicationError(
-            f"Run {run_id} attempt {attempt} is not claimable by {host.name}.",
-            code="conflict",
-            status_code=409,
-        )
-    return Run.objects.get(pk=run_id)
-
-
-def _held_run(host: GpuHost, run_id: int, attempt: int) -> Run:
-    """The run this host holds for this attempt (locked), or 409."""
-    run = (
-        Run.objects.select_for_update()
-        .filter(pk=run_id, host=host, attempt=attempt)
-        .filter(status__in=[Run.Status.CLAIMED, Run.Status.RUNNING])
-        .first()
-    )
-    if run is None:
-        raise ApplicationError(
-            f"Run {run_id} attempt {attempt} is not held by {host.name}.",
-            code="conflict",
-            status_code=409,
-        )
-    return run
-
-
-@transaction.atomic
-def run_heartbeat(
-    *, host: GpuHost, inventory: Mapping[str, Any], current_run: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Record the host's heartbeat; renew the lease of the run it says it is executing."""
-    host_heartbeat_record(host=host, inventory=inventory)
-    answer: dict[str, Any] = {"lease_seconds": lease_seconds(), "cancel_requested": False}
-    if current_run:
-        run_id, attempt = int(current_run.get("id") or 0), int(current_run.get("attempt") or 0)
-        renewed = Run.objects.filter(
-            pk=run_id,
-            host=host,
-            attempt=attempt,
-            status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
-            lease_expires_at__isnull=False,
-        )
-        renewed.update(lease_expires_at=_lease_deadline())
-        run = Run.objects.filter(pk=run_id, host=host).first()
-        answer["cancel_requested"] = bool(run and run.cancel_requested)
-        answer["held"] = bool(run and run.attempt == attempt)
-    return answer
-
-
-@transaction.atomic
-def run_progress(
-    *,
-    host: GpuHost,
-    run_id: int,
-    attempt: int,
-    phase: str,
-    details: Mapping[str, Any],
-) -> Run:
-    """Progress from the agent; ``phase == "running"`` (load started) moves CLAIMED → RUNNING."""
-    run = _held_run(host, run_id, attempt)
-    fields = ["progress", "lease_expires_at"]
-    run.progress = {"phase": phase, **details}
-    run.lease_expires_at = _lease_deadline()
-    if phase in ("engine_started", "running") and run.status == Run.Status.CLAIMED:
-        run.status = Run.Status.RUNNING
-        run.started_at = timezone.now()
-        fields += ["status", "started_at"]
-    for key in ("engine_report", "engine_checked", "mismatches", "engine_env", "command"):
-        if key in details:
-            setattr(run, key, details[key])
-            fields.append(key)
-    run.save(update_fields=fields)
-    return run
-
-
-@transaction.atomic
-def run_result_receive(*, host: GpuHost, run_id: int, attempt: int, body: bytes) -> ResultUpload:
-    """Keep the agent's result file for this attempt and hand it to a portal worker.
-
-    Idempotent: a repeated PUT for the same attempt returns the first upload untouched. The lease
-    stops counting (the agent's part is over), so the reaper never re-queues a run whose result
-    is waiting for ingestion.
-    """
-    existing = ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host).first()
-    if existing is not None:
-        return existing
-    run = _held_run(host, run_id, attempt)
-    upload = ResultUpload.objects.create(
-        run=run, attempt=attempt, body=body, sha256=hashlib.sha256(body).hexdigest()
-    )
-    run.lease_expires_at = None
-    run.progress = {**run.progress, "phase": "uploaded"}
-    run.save(update_fields=["lease_expires_at", "progress"])
-    transaction.on_commit(lambda: dispatch.ingest(upload_id=upload.pk))
-    return upload
-
-
-@transaction.atomic
-def run_cancel(*, run: Run) -> Run:
-    run = Run.objects.select_for_update().get(pk=run.pk)
-    if run.status in (Run.Status.PLANNED, Run.Status.QUEUED):
-        run.status = Run.Status.CANCELLED
-        run.finished_at = timezone.now()
-        run.error = "cancelled before it started"
-        run.save(update_fields=["status", "finished_at", "error"])
-        transaction.on_commit(lambda: _advance_later(run.experiment_id))
-    elif run.status in (Run.Status.CLAIMED, Run.Status.RUNNING):
-        run.cancel_requested = True
-        run.save(update_fields=["cancel_requested"])
-    return run
-
-
-def _advance_later(experiment_id: int) -> None:
-    experiment_advance(experiment_id=experiment_id)
-
-
-# --- beat tasks ---------------------------------------------------------------------------------
-
-
-def runs_republish_stale() -> int:
-    """Ring the bell again for QUEUED runs nobody claimed (a restarted broker loses nothing)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.SPECPORTAL_STALE_QUEUED_SECONDS)
-    count = 0
-    stale = Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=cutoff).select_related(
-        "host"
-    )
-    for run in stale:
-        with transaction.atomic():
-            touched = Run.objects.filter(
-                pk=run.pk, status=Run.Status.QUEUED, attempt=run.attempt
-            ).update(queued_at=timezone.now())
-            if touched:
-                dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
-                count += 1
-    return count
-
-
-def runs_reap_expired_leases() -> int:
-    """Runs whose lease ran out: re-queue once (attempt + 1), then fail for good."""
-    now = timezone.now()
-    reaped = 0
-    expired = Run.objects.filter(
-        status__in=[Run.Status.CLAIMED, Run.Status.RUNNING], lease_expires_at__lt=now
-    ).values_list("pk", "experiment_id")
-    for run_id, experiment_id in expired:
-        with transaction.atomic():
-            run = (
-                Run.objects.select_for_update()
-                .select_related("host")
-                .filter(
-                    pk=run_id,
-                    status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
-                    lease_expires_at__lt=now,
-                )
-                .first()
-            )
-            if run is None:
-                continue
-            note = f"attempt {run.attempt}: lease expired at {run.lease_expires_at:%H:%M:%S} UTC"
-            run.error = f"{run.error}\n{note}".strip()
-            if run.attempt < MAX_ATTEMPTS and not run.cancel_requested:
-                run.status = Run.Status.PLANNED  # _queue moves it on with a new attempt
-                run.save(update_fields=["error", "status"])
-                _queue(run)
-            else:
-                run.status = Run.Status.FAILED
-                run.finished_at = now
-                run.lease_expires_at = None
-                run.save(update_fields=["error", "status", "finished_at", "lease_expires_at"])
-                transaction.on_commit(functools.partial(_advance_later, experiment_id))
-            reaped += 1
-    return reaped
-
-
-def active_run_filter() -> Q:
-    return Q(status__in=ACTIVE_STATES)

@@ -6,15 +6,16 @@ from django.shortcuts import render
 
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from experiments import selectors
-from experiments.models import Run
 from experiments.planning import estimated_wall_seconds
+from runs.models import Run
+from runs.selectors import run_list
 
 
 @login_required
 def experiment_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
     """The plan and its progress, runs in execution order, each arm's figures per cell."""
     experiment = selectors.experiment_get(experiment_id=experiment_id)
-    runs = list(selectors.run_list(filters={"experiment": str(experiment.pk)}))
+    runs = list(run_list(filters={"experiment": str(experiment.pk)}))
     finished = sum(
         1
         for r in runs

@@ -1,60 +1,73 @@
+"""Admin for runs: runs, their per-request records and the uploaded result files are
+measurements, and only ever shown."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.db import models
+from django.db.models import QuerySet
+from django.db.models.functions import Length
 from django.http import HttpRequest
 
-from runs.models import IDENTITY_FIELDS, FrozenConfiguration, GpuHost
+from runs.models import RequestRecord, ResultUpload, Run
 
 
-@admin.register(FrozenConfiguration)
-class FrozenConfigurationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Identity is read-only here; the model and the database refuse it anyway."""
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Shown, never added, changed or deleted here."""
 
-    list_display = ("id", "name", "engine", "method", "short_hash", "created_by", "created_at")
-    list_filter = ("engine", "method")
-    search_fields = ("name", "config_hash", "target_hash", "proposal_hash")
-    readonly_fields = IDENTITY_FIELDS
-    fields = ("name", "description", "labels", *IDENTITY_FIELDS)
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
-    @admin.display(description="hash")
-    def short_hash(self, obj: FrozenConfiguration) -> str:
-        return obj.config_hash[:12]
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        # Creating goes through the API or `load_examples`, which validate and hash.
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
-@admin.register(GpuHost)
-class GpuHostAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
     list_display = (
-        "name",
-        "mode",
-        "gpu_model",
-        "gpu_count",
-        "emulated",
-        "offline",
-        "health_status",
-        "last_heartbeat_at",
+        "id",
+        "experiment",
+        "sequence",
+        "arm",
+        "host",
+        "workload",
+        "load",
+        "repetition",
+        "status",
+        "attempt",
+        "finished_at",
     )
-    list_filter = ("mode", "emulated", "offline", "health_status")
-    search_fields = ("name", "gpu_model")
-    readonly_fields = (
-        "token_prefix",
-        "token_issued_at",
-        "last_heartbeat_at",
-        "inventory_reported_at",
-        "inventory",
-        "created_at",
-    )
-    exclude = ("token_hash",)
+    list_filter = ("status",)
+    list_select_related = ("experiment", "arm", "host")
+    search_fields = ("experiment__name", "host__name", "arm__label")
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
-        # A host keeps its name (its Celery queue and its agent are named after it), as in the API.
-        fields = tuple(super().get_readonly_fields(request, obj))
-        return ("name", *fields) if obj is not None else fields
 
-    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}  # noqa: RUF012
+@admin.register(RequestRecord)
+class RequestRecordAdmin(ReadOnlyAdmin):
+    list_display = ("id", "run", "index", "success", "output_tokens", "finish_reason", "category")
+    list_filter = ("success",)
+    list_select_related = ("run",)
+    # Runs hold up to 100,000 records each: no full count of the table on every page.
+    show_full_result_count = False
+
+
+@admin.register(ResultUpload)
+class ResultUploadAdmin(ReadOnlyAdmin):
+    list_display = ("id", "run", "attempt", "size", "sha256", "received_at", "ingested_at")
+    list_select_related = ("run",)
+    # The gzip'd body is hundreds of MB at most: shown by size and hash, never inline.
+    exclude = ("body",)
+    readonly_fields = ("size",)
+    show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ResultUpload]:
+        uploads: QuerySet[ResultUpload] = super().get_queryset(request)
+        return uploads.defer("body").annotate(body_bytes=Length("body"))
+
+    @admin.display(description="bytes", ordering="body_bytes")
+    def size(self, obj: ResultUpload) -> int:
+        return int(getattr(obj, "body_bytes", 0) or 0)

@@ -1,563 +1,178 @@
-"""REST API for frozen configurations and GPU hosts (``/api/v1/``).
-
-Permissions: any role reads; experimenters create, rename and delete configurations; operators
-manage hosts and their tokens (token endpoints need the operator role even to read). Linting,
-building a launch command and importing a command line compute without storing anything, so any
-role may call them.
-"""
+"""REST API for runs (users): lists, one run, its summary and records, cancel — thin views."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.api_input import refuse_unknown_fields, refuse_unknown_filters
-from accounts.errors import ApplicationError
-from accounts.permissions import (
-    IsExperimenterOrReadOnly,
-    IsOperator,
-    IsOperatorOrReadOnly,
-    IsViewer,
-)
+from accounts.permissions import IsExperimenterOrReadOnly
 from runs import selectors, services
-from runs.models import EDITABLE_FIELDS, IDENTITY_FIELDS, FrozenConfiguration, GpuHost
-from specportal.engines.document import DocumentError, diff, identity
-from specportal.engines.flags import ENGINES
-from specportal.engines.importer import ImportProblem, import_command
-from specportal.engines.launch import build_launch_command
-from specportal.engines.lint import HostFacts, lint
+from runs.models import Run
+from specportal.api.errors import ApplicationError
+from specportal.api.input import refuse_unknown_filters
 
-MAX_PAGE = 1000
+MAX_PAGE: Final = 1000
+DEFAULT_PAGE: Final = 100
 
 
-def _page(request: Request, qs: QuerySet[Any]) -> tuple[list[Any], int]:
-    try:
-        limit = min(max(int(request.query_params.get("limit", 100)), 1), MAX_PAGE)
-        offset = max(int(request.query_params.get("offset", 0)), 0)
-    except ValueError as exc:
-        raise ApplicationError(
-            "limit and offset must be integers.",
-            fields={"limit": ["must be an integer"], "offset": ["must be an integer"]},
-        ) from exc
-    return list(qs[offset : offset + limit]), qs.count()
+class RunOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    experiment = serializers.IntegerField(source="experiment_id")
+    sequence = serializers.IntegerField()
+    arm = serializers.CharField(source="arm.label")
+    host = serializers.CharField(source="host.name")
+    host_emulated = serializers.BooleanField(source="host.emulated")
+    workload = serializers.CharField()
+    load = serializers.CharField()
+    repetition = serializers.IntegerField()
+    position = serializers.IntegerField()
+    estimated_seconds = serializers.FloatField()
+    status = serializers.CharField()
+    attempt = serializers.IntegerField()
+    cancel_requested = serializers.BooleanField()
+    queued_at = serializers.DateTimeField()
+    claimed_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField()
+    error = serializers.CharField()
+    progress = serializers.JSONField()
+    requests_total = serializers.IntegerField()
+    requests_failed = serializers.IntegerField()
+    # Fraction of prompt tokens served from the prefix cache; null when the engine did not say.
+    prefix_cache_hit_fraction = serializers.FloatField(allow_null=True)
+    prefix_cache_source = serializers.CharField(source="prefix_cache.source", allow_null=True)
 
 
-def _document_problem(exc: DocumentError, prefix: str = "document") -> ApplicationError:
-    fields = {f"{prefix}.{path}" if path else prefix: msgs for path, msgs in exc.problems.items()}
-    return ApplicationError(f"The configuration document is invalid: {exc}", fields=fields)
+class RunDetailOutput(RunOutput):
+    engine_report = serializers.JSONField()
+    engine_checked = serializers.JSONField()
+    mismatches = serializers.JSONField()
+    engine_env = serializers.JSONField()
+    command = serializers.JSONField()
+    log_excerpt = serializers.CharField()
+    summary = serializers.JSONField()
+    prefix_cache = serializers.JSONField()
+    result_attempt = serializers.IntegerField()
 
 
-# --- configurations -------------------------------------------------------------------------------
+RUN_FILTER_PARAMETERS = [
+    OpenApiParameter("experiment", int),
+    OpenApiParameter("status", str, enum=[value for value, _ in Run.Status.choices]),
+    OpenApiParameter("host", str, description="host name"),
+    OpenApiParameter("arm", str, description="arm label"),
+    OpenApiParameter("workload", str),
+    OpenApiParameter("load", str),
+    OpenApiParameter("repetition", int),
+]
 
 
-class ConfigurationOutput(serializers.ModelSerializer[FrozenConfiguration]):
-    created_by = serializers.SerializerMethodField()
-
-    class Meta:
-        model = FrozenConfiguration
-        fields = (
-            "id",
-            "name",
-            "description",
-            "labels",
-            "engine",
-            "method",
-            "config_hash",
-            "target_hash",
-            "proposal_hash",
-            "document",
-            "created_by",
-            "created_at",
-        )
-
-    def get_created_by(self, obj: FrozenConfiguration) -> str | None:
-        return obj.created_by.get_username() if obj.created_by else None
-
-
-class StrictCharField(serializers.CharField):
-    """A string, never a number or boolean coerced into one."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return str(super().to_internal_value(data))
-
-
-class LabelsField(serializers.DictField):
-    child = StrictCharField(max_length=200, allow_blank=True)
-
-
-CONFIGURATION_FILTERS = (
-    "engine",
-    "method",
-    "target_hash",
-    "proposal_hash",
-    "label",
-    "search",
-    "limit",
-    "offset",
-)
-
-
-class ConfigurationListApi(APIView):
-    permission_classes = (IsExperimenterOrReadOnly,)
-
-    class ConfigurationCreateInputSerializer(serializers.Serializer[Any]):
-        document = serializers.JSONField()
-        name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-        description = StrictCharField(required=False, allow_blank=True, default="")
-        labels = LabelsField(required=False, default=dict)
-
+class RunListApi(APIView):
     @extend_schema(
-        parameters=[
-            OpenApiParameter("engine", str, enum=list(ENGINES)),
-            OpenApiParameter("method", str),
-            OpenApiParameter("target_hash", str),
-            OpenApiParameter("proposal_hash", str),
-            OpenApiParameter("label", str, description="`key` or `key=value`"),
-            OpenApiParameter("search", str, description="substring of the name"),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-        ],
-        operation_id="configurations_list",
-        responses=inline_serializer(
-            "ConfigurationList",
-            {"count": serializers.IntegerField(), "results": ConfigurationOutput(many=True)},
-        ),
+        operation_id="runs_list",
+        parameters=RUN_FILTER_PARAMETERS,
+        responses=RunOutput(many=True),
+        description=f"In execution order; at most {MAX_PAGE} runs.",
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, CONFIGURATION_FILTERS)
-        params = request.query_params
-        engine = params.get("engine")
-        if engine and engine not in ENGINES:
-            raise ApplicationError(
-                "Unknown engine.", fields={"engine": [f"one of {', '.join(ENGINES)}"]}
-            )
-        qs = selectors.configuration_list(
-            engine=engine,
-            method=params.get("method"),
-            target_hash=params.get("target_hash"),
-            proposal_hash=params.get("proposal_hash"),
-            label=params.get("label"),
-            search=params.get("search"),
-        )
-        rows, count = _page(request, qs)
-        return Response({"count": count, "results": ConfigurationOutput(rows, many=True).data})
-
-    @extend_schema(
-        request=ConfigurationCreateInputSerializer,
-        responses={
-            201: inline_serializer(
-                "ConfigurationCreated",
-                {"created": serializers.BooleanField(), "configuration": ConfigurationOutput()},
-            ),
-            200: inline_serializer(
-                "ConfigurationExisting",
-                {"created": serializers.BooleanField(), "configuration": ConfigurationOutput()},
-            ),
-        },
-        description="Idempotent: the same content (after normalisation) returns the stored "
-        'configuration with 200 and "created": false.',
-    )
-    def post(self, request: Request) -> Response:
-        refuse_unknown_fields(request.data, ("document", "name", "description", "labels"))
-        serializer = self.ConfigurationCreateInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        config, created = services.configuration_create(
-            created_by=request.user,
-            **serializer.validated_data,
-        )
-        body = {"created": created, "configuration": ConfigurationOutput(config).data}
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
-
-
-class ConfigurationDetailApi(APIView):
-    permission_classes = (IsExperimenterOrReadOnly,)
-
-    class UpdateSerializer(serializers.Serializer[Any]):
-        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        description = serializers.CharField(required=False, allow_blank=True)
-        labels = LabelsField(required=False)
-
-    @extend_schema(responses=ConfigurationOutput)
-    def get(self, request: Request, config_id: int) -> Response:
-        config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        return Response(ConfigurationOutput(config).data)
-
-    @extend_schema(request=UpdateSerializer, responses=ConfigurationOutput)
-    def patch(self, request: Request, config_id: int) -> Response:
-        config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        refuse_unknown_fields(request.data, EDITABLE_FIELDS, (*IDENTITY_FIELDS, "id"))
-        serializer = self.UpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        config = services.configuration_update(config=config, **serializer.validated_data)
-        return Response(ConfigurationOutput(config).data)
-
-    @extend_schema(request=None, responses={204: None})
-    def delete(self, request: Request, config_id: int) -> Response:
-        config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        services.configuration_delete(config=config)
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class ConfigurationDiffApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("other", int, required=True)],
-        responses=inline_serializer(
-            "ConfigurationDiff",
-            {
-                "left": serializers.IntegerField(),
-                "right": serializers.IntegerField(),
-                "differences": serializers.ListField(child=serializers.DictField()),
-            },
-        ),
-        description='JSON-Pointer paths, e.g. {"path": "/proposal/num_speculative_tokens", '
-        '"left": 3, "right": 5}; lists compared whole; a key absent on one side has no value '
-        "for that side.",
-    )
-    def get(self, request: Request, config_id: int) -> Response:
-        left = get_object_or_404(FrozenConfiguration, pk=config_id)
-        refuse_unknown_filters(request, ("other",))
-        other = request.query_params.get("other", "")
-        if not other:
-            raise ApplicationError(
-                "Say which configuration to compare with.",
-                fields={"other": ["required: the id of another configuration"]},
-            )
-        if not other.isdigit():
-            raise ApplicationError(
-                "Say which configuration to compare with.",
-                fields={"other": ["must be the integer id of a configuration"]},
-            )
-        right = get_object_or_404(FrozenConfiguration, pk=int(other))
-        return Response(
-            {
-                "left": left.pk,
-                "right": right.pk,
-                "differences": diff(left.document, right.document),
-            }
-        )
-
-
-LAUNCH_OUTPUT = inline_serializer(
-    "LaunchCommand",
-    {
-        "argv": serializers.ListField(child=serializers.CharField()),
-        "env": serializers.DictField(child=serializers.CharField()),
-        "shell": serializers.CharField(),
-    },
-)
-FINDINGS_OUTPUT = inline_serializer(
-    "LintFindings",
-    {
-        "findings": serializers.ListField(
-            child=inline_serializer(
-                "LintFinding",
-                {
-                    "rule": serializers.CharField(),
-                    "severity": serializers.ChoiceField(choices=["error", "warning", "info"]),
-                    "message": serializers.CharField(),
-                    "source": serializers.CharField(),
-                },
-            )
-        )
-    },
-)
-
-
-def _launch_params(request: Request) -> dict[str, Any]:
-    refuse_unknown_filters(request, ("host", "port"))
-    host = request.query_params.get("host") or None
-    port_text = request.query_params.get("port")
-    port = None
-    if port_text:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ApplicationError("Bad port.", fields={"port": ["must be 1..65535"]})
-        port = int(port_text)
-    return {"host": host, "port": port}
-
-
-class ConfigurationLaunchCommandApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("host", str), OpenApiParameter("port", int)],
-        responses=LAUNCH_OUTPUT,
-        description="The exact argv and, separately, the environment.",
-    )
-    def get(self, request: Request, config_id: int) -> Response:
-        config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        return Response(build_launch_command(config.document, **_launch_params(request)).as_dict())
-
-
-def _host_facts(name: str | None) -> HostFacts | None:
-    if not name:
-        return None
-    host = GpuHost.objects.filter(name=name).first()
-    if host is None:
-        raise ApplicationError("Unknown host.", fields={"host": [f"no host named {name!r}"]})
-    return HostFacts(name=host.name, offline=host.offline)
-
-
-class ConfigurationLintApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("host", str, description="lint for planning onto this host")],
-        responses=FINDINGS_OUTPUT,
-    )
-    def get(self, request: Request, config_id: int) -> Response:
-        config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        refuse_unknown_filters(request, ("host",))
-        host = _host_facts(request.query_params.get("host"))
-        return Response({"findings": [f.as_dict() for f in lint(config.document, host=host)]})
-
-
-class DocumentInput(serializers.Serializer[Any]):
-    document = serializers.JSONField()
-    host = serializers.CharField(required=False)
-
-
-class DocumentLintApi(APIView):
-    """Lint a document without storing it (any role)."""
-
-    permission_classes = (IsViewer,)
-
-    @extend_schema(request=DocumentInput, responses=FINDINGS_OUTPUT)
-    def post(self, request: Request) -> Response:
-        refuse_unknown_fields(request.data, ("document", "host"))
-        serializer = DocumentInput(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        document = serializer.validated_data["document"]
-        if not isinstance(document, dict):
-            raise ApplicationError(
-                "The document must be a JSON object.", fields={"document": ["must be an object"]}
-            )
-        host = _host_facts(serializer.validated_data.get("host"))
-        return Response({"findings": [f.as_dict() for f in lint(document, host=host)]})
-
-
-class DocumentLaunchCommandApi(APIView):
-    """The launch command for a document without storing it (any role)."""
-
-    permission_classes = (IsViewer,)
-
-    @extend_schema(request=DocumentInput, responses=LAUNCH_OUTPUT)
-    def post(self, request: Request) -> Response:
-        refuse_unknown_fields(request.data, ("document",))
-        serializer = DocumentInput(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        # A misspelt filter would list every run as if it matched.
+        refuse_unknown_filters(request, selectors.RUN_FILTERS)
         try:
-            command = build_launch_command(
-                serializer.validated_data["document"], **_launch_params(request)
-            )
-        except DocumentError as exc:
-            raise _document_problem(exc) from exc
-        except (TypeError, AttributeError) as exc:
-            raise ApplicationError(
-                "The document must be a JSON object.", fields={"document": ["must be an object"]}
-            ) from exc
-        return Response(command.as_dict())
+            runs = selectors.run_list(filters=request.query_params)
+            page = list(runs[:MAX_PAGE])
+        except ValueError as exc:
+            raise ApplicationError("Invalid filter.", fields={"query": [str(exc)]}) from exc
+        return Response(RunOutput(page, many=True).data)
 
 
-class ImportCommandApi(APIView):
-    """A command line → a configuration document (not stored: POST it to create)."""
+class RunDetailApi(APIView):
+    @extend_schema(operation_id="runs_retrieve", responses=RunDetailOutput)
+    def get(self, request: Request, run_id: int) -> Response:
+        return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
 
-    permission_classes = (IsViewer,)
 
-    class ImportCommandInputSerializer(serializers.Serializer[Any]):
-        command = serializers.CharField()
-        engine = serializers.ChoiceField(choices=list(ENGINES), required=False)
-        engine_version = serializers.CharField(required=False)
-        image = serializers.CharField(required=False)
-        sampling = serializers.DictField(required=False)
-        placement = serializers.DictField(required=False)
-        model_sha256 = serializers.CharField(required=False)
-        draft_sha256 = serializers.CharField(required=False)
-
+class RunSummaryApi(APIView):
     @extend_schema(
-        request=ImportCommandInputSerializer,
+        operation_id="runs_summary_retrieve",
         responses=inline_serializer(
-            "ImportedCommand",
+            "RunSummary",
             {
-                "document": serializers.JSONField(),
-                "config_hash": serializers.CharField(),
-                "method": serializers.CharField(),
-                "ignored": serializers.ListField(child=serializers.CharField()),
+                "run": serializers.IntegerField(),
+                "status": serializers.CharField(),
+                "summary": serializers.JSONField(),
             },
         ),
     )
-    def post(self, request: Request) -> Response:
-        refuse_unknown_fields(
-            request.data,
-            (
-                "command",
-                "engine",
-                "engine_version",
-                "image",
-                "sampling",
-                "placement",
-                "model_sha256",
-                "draft_sha256",
-            ),
-        )
-        serializer = self.ImportCommandInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        try:
-            result = import_command(data.pop("command"), **data)
-        except ImportProblem as exc:
-            raise ApplicationError(str(exc), fields={"command": [str(exc)]}) from exc
-        except DocumentError as exc:
-            raise _document_problem(exc) from exc
-        ident = identity(result.document)
-        return Response(
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get(run_id=run_id)
+        return Response({"run": run.pk, "status": run.status, "summary": run.summary})
+
+
+class RunCancelApi(APIView):
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    @extend_schema(operation_id="runs_cancel", request=None, responses=RunDetailOutput)
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        services.run_cancel(run=run)
+        return Response(RunDetailOutput(selectors.run_get(run_id=run_id)).data)
+
+
+class RunRequestsApi(APIView):
+    """Per-request records, keyset-paginated: ``?after=<index>&limit=<n>``; ``next`` continues."""
+
+    class QuerySerializer(serializers.Serializer[Any]):
+        after = serializers.IntegerField(min_value=-1, default=-1)
+        limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
+
+    @extend_schema(
+        operation_id="runs_requests_list",
+        parameters=[QuerySerializer],
+        responses=inline_serializer(
+            "RunRequestsPage",
             {
-                "document": result.document,
-                "config_hash": ident.config_hash,
-                "method": ident.method,
-                "ignored": result.ignored,
-            }
-        )
-
-
-# --- hosts ----------------------------------------------------------------------------------------
-
-
-class HostOutput(serializers.ModelSerializer[GpuHost]):
-    class Meta:
-        model = GpuHost
-        fields = (
-            "name",
-            "mode",
-            "base_url",
-            "gpu_model",
-            "gpu_count",
-            "gpu_memory_gb",
-            "driver_version",
-            "cuda_version",
-            "engines",
-            "labels",
-            "offline",
-            "emulated",
-            "health_status",
-            "health_detail",
-            "last_heartbeat_at",
-            "inventory",
-            "inventory_reported_at",
-            "has_token",
-            "token_prefix",
-            "token_issued_at",
-            "queue_name",
-            "created_at",
-        )
-
-
-class HostInput(serializers.Serializer[Any]):
-    name = serializers.RegexField(r"^[a-z0-9-]+$", max_length=63)
-    mode = serializers.ChoiceField(choices=GpuHost.Mode.choices, required=False)
-    base_url = serializers.URLField(required=False, allow_blank=True)
-    gpu_model = serializers.CharField(max_length=100, required=False, allow_blank=True)
-    gpu_count = serializers.IntegerField(min_value=0, max_value=4096, required=False)
-    gpu_memory_gb = serializers.FloatField(
-        min_value=0, max_value=100_000, required=False, allow_null=True
+                "results": serializers.ListField(child=serializers.DictField()),
+                "next_after": serializers.IntegerField(allow_null=True),
+            },
+        ),
     )
-    driver_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    cuda_version = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    engines = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
-    labels = LabelsField(required=False)
-    offline = serializers.BooleanField(required=False)
-    emulated = serializers.BooleanField(required=False)
+    def get(self, request: Request, run_id: int) -> Response:
+        refuse_unknown_filters(request, tuple(self.QuerySerializer().fields))
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        run = selectors.run_get(run_id=run_id)
+        rows = selectors.request_records_page(run=run, **query.validated_data)
+        after = rows[-1]["index"] if len(rows) == query.validated_data["limit"] else None
+        return Response({"results": rows, "next_after": after})
 
 
-HOST_INPUT_FIELDS = tuple(HostInput().fields)
-
-
-class HostListApi(APIView):
-    permission_classes = (IsOperatorOrReadOnly,)
+class RunRequestsDownloadApi(APIView):
+    """Every record as JSON lines, streamed (no page size, no memory spike)."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("emulated", bool), OpenApiParameter("mode", str)],
-        operation_id="hosts_list",
-        responses=HostOutput(many=True),
-    )
-    def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, ("emulated", "mode"))
-        emulated_text = request.query_params.get("emulated")
-        emulated = None if emulated_text is None else emulated_text.lower() in ("1", "true")
-        hosts = selectors.host_list(emulated=emulated, mode=request.query_params.get("mode"))
-        return Response(HostOutput(hosts, many=True).data)
-
-    @extend_schema(request=HostInput, responses={201: HostOutput})
-    def post(self, request: Request) -> Response:
-        refuse_unknown_fields(request.data, HOST_INPUT_FIELDS)
-        serializer = HostInput(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        host = services.host_register(**serializer.validated_data)
-        return Response(HostOutput(host).data, status=status.HTTP_201_CREATED)
-
-
-class HostDetailApi(APIView):
-    permission_classes = (IsOperatorOrReadOnly,)
-
-    @extend_schema(responses=HostOutput)
-    def get(self, request: Request, name: str) -> Response:
-        return Response(HostOutput(get_object_or_404(GpuHost, name=name)).data)
-
-    @extend_schema(request=HostInput(partial=True), responses=HostOutput)
-    def patch(self, request: Request, name: str) -> Response:
-        host = get_object_or_404(GpuHost, name=name)
-        allowed = tuple(f for f in HOST_INPUT_FIELDS if f != "name")
-        if isinstance(request.data, dict) and "name" in request.data:
-            raise ApplicationError(
-                "A host keeps its name (its queue and its agent are named after it).",
-                fields={"name": ["cannot be changed: register a new host instead"]},
-            )
-        refuse_unknown_fields(request.data, allowed)
-        serializer = HostInput(data={**request.data, "name": host.name}, partial=True)
-        serializer.is_valid(raise_exception=True)
-        fields = {k: v for k, v in serializer.validated_data.items() if k != "name"}
-        host = services.host_update(host=host, **fields)
-        return Response(HostOutput(host).data)
-
-    @extend_schema(request=None, responses={204: None})
-    def delete(self, request: Request, name: str) -> Response:
-        services.host_delete(host=get_object_or_404(GpuHost, name=name))
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class HostTokenApi(APIView):
-    """Issue (POST) or revoke (DELETE) the host's agent token. The token is shown once."""
-
-    permission_classes = (IsOperator,)
-
-    @extend_schema(
-        request=None,
+        operation_id="runs_requests_download",
         responses={
-            201: inline_serializer(
-                "HostTokenIssued",
-                {
-                    "host": serializers.CharField(),
-                    "token": serializers.CharField(),
-                    "header": serializers.CharField(),
-                },
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR, description="one JSON object per line"
             )
         },
     )
-    def post(self, request: Request, name: str) -> Response:
-        host = get_object_or_404(GpuHost, name=name)
-        token = services.host_token_issue(host=host)
-        return Response(
-            {"host": host.name, "token": token, "header": f"Authorization: Host {token}"},
-            status=status.HTTP_201_CREATED,
+    def get(self, request: Request, run_id: int) -> StreamingHttpResponse:
+        run = selectors.run_get(run_id=run_id)
+        response = StreamingHttpResponse(
+            selectors.request_records_jsonl(run=run), content_type="application/x-ndjson"
         )
-
-    @extend_schema(request=None, responses={204: None})
-    def delete(self, request: Request, name: str) -> Response:
-        services.host_token_revoke(host=get_object_or_404(GpuHost, name=name))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.jsonl"'
+        return response

@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class RunsConfig(AppConfig):
     name = "runs"
-    verbose_name = "Configurations, hosts, experiments and runs"
+    verbose_name = "Runs and their results"

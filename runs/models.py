@@ -1,209 +1,168 @@
-"""Frozen configurations and GPU hosts (DESIGN §3).
-
-A :class:`FrozenConfiguration` is immutable from insert. Three layers refuse changes to its
-identity columns (:data:`IDENTITY_FIELDS`):
-
-1. the model: ``save()`` of a stored row writes only the editable fields (name, description,
-   labels) and raises :class:`ImmutableConfigurationError` when an identity field was changed in
-   memory; ``QuerySet.update()`` refuses identity fields;
-2. the database: a ``BEFORE UPDATE`` trigger on PostgreSQL and on SQLite (migration
-   ``0002_identity_guard``) rejects any ``UPDATE`` that changes an identity column, including raw
-   SQL;
-3. deletion is allowed only while nothing references the configuration: other apps point at it
-   with ``on_delete=PROTECT`` foreign keys, which the database enforces too.
-
-Limits (documented in the README): a database superuser or the table's owner can disable or drop
-the trigger; on PostgreSQL a session can set ``specportal.identity_guard = 'off'`` (what a data
-migration that must rewrite identity does, explicitly, with ``SET LOCAL``).
-"""
+"""The run lifecycle's records (DESIGN §3, §5): runs, their per-request records, result uploads."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Final
 
-from django.conf import settings
-from django.core.validators import RegexValidator
 from django.db import models
 
-ENGINE_CHOICES = [("vllm", "vLLM"), ("sglang", "SGLang"), ("llamacpp", "llama.cpp")]
-
-# Columns that make up a configuration's identity and provenance: never updated.
-IDENTITY_FIELDS: tuple[str, ...] = (
-    "config_hash",
-    "target_hash",
-    "proposal_hash",
-    "engine",
-    "method",
-    "document",
-    "created_by",
-    "created_at",
-)
-EDITABLE_FIELDS: tuple[str, ...] = ("name", "description", "labels")
-IDENTITY_COLUMNS: tuple[str, ...] = tuple(
-    "created_by_id" if name == "created_by" else name for name in IDENTITY_FIELDS
-)
+from runs.fields import FloatArrayField, IntegerArrayField
 
 
-class ImmutableConfigurationError(Exception):
-    """An attempt to change a stored configuration's identity."""
+class Run(models.Model):
+    """One (arm, workload, load level, repetition) on one host; the record of its state.
 
+    The broker only rings the doorbell: the state here is what counts, claims are conditional
+    updates on it, and a lease (renewed by the agent's heartbeats) says how long a claim holds.
+    """
 
-class FrozenConfigurationQuerySet(models.QuerySet["FrozenConfiguration"]):
-    def update(self, **kwargs: Any) -> int:
-        touched = sorted(set(kwargs) & {*IDENTITY_FIELDS, "created_by_id"})
-        if touched:
-            raise ImmutableConfigurationError(
-                f"frozen configurations are immutable: cannot update {', '.join(touched)}"
-            )
-        return super().update(**kwargs)
+    class Status(models.TextChoices):
+        PLANNED = "planned"
+        QUEUED = "queued"
+        CLAIMED = "claimed"
+        RUNNING = "running"
+        DONE = "done"
+        INCOMPLETE = "incomplete"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
 
-
-class FrozenConfiguration(models.Model):
-    config_hash = models.CharField(max_length=64, unique=True, editable=False)
-    target_hash = models.CharField(max_length=64, db_index=True, editable=False)
-    proposal_hash = models.CharField(max_length=64, db_index=True, editable=False)
-    engine = models.CharField(max_length=16, choices=ENGINE_CHOICES, editable=False)
-    # Engine-neutral method derived from the proposal (display and queries; not identity).
-    method = models.CharField(max_length=64, db_index=True, editable=False)
-    document = models.JSONField(editable=False)
-    name = models.CharField(max_length=200, blank=True)
-    description = models.TextField(blank=True)
-    labels = models.JSONField(default=dict, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        editable=False,
+    experiment = models.ForeignKey(
+        "experiments.Experiment", on_delete=models.CASCADE, related_name="runs"
     )
-    created_at = models.DateTimeField(auto_now_add=True, editable=False)
+    arm = models.ForeignKey("experiments.Arm", on_delete=models.PROTECT, related_name="runs")
+    host = models.ForeignKey("hosts.GpuHost", on_delete=models.PROTECT, related_name="runs")
+    sequence = models.PositiveIntegerField()  # execution order within the experiment, from 1
+    workload = models.CharField(max_length=100)
+    load = models.CharField(max_length=100)
+    repetition = models.PositiveIntegerField()
+    position = models.PositiveIntegerField()  # place of the arm in its rotation block, from 1
+    estimated_seconds = models.FloatField()
 
-    _loaded_identity: dict[str, Any] | None = None
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PLANNED)
+    attempt = models.PositiveIntegerField(default=0)  # 0 until first queued
+    cancel_requested = models.BooleanField(default=False)
+    queued_at = models.DateTimeField(null=True, blank=True)  # last time the doorbell was rung
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
 
-    objects: ClassVar[models.Manager[FrozenConfiguration]] = (
-        FrozenConfigurationQuerySet.as_manager()
-    )
+    # What the engine said about itself (endpoint bodies, parsed start-up log lines), every check
+    # of it against the frozen configuration (specportal.agent.selfreport), and the disagreements.
+    engine_report = models.JSONField(default=dict, blank=True)
+    engine_checked = models.JSONField(default=list, blank=True)
+    mismatches = models.JSONField(default=list, blank=True)
+    # Environment the agent added for this run (e.g. VLLM_SERVER_DEV_MODE=1 for cache reset): part
+    # of the run's record, never of the configuration.
+    engine_env = models.JSONField(default=dict, blank=True)
+    command = models.JSONField(default=list, blank=True)
+    log_excerpt = models.TextField(blank=True)
+    summary = models.JSONField(null=True, blank=True)
+    server = models.JSONField(default=dict, blank=True)  # raw and parsed /metrics scrapes
+    acceptance = models.JSONField(default=dict, blank=True)  # speculative counters, per engine
+    # The load generator's prefix-cache figure (specportal.loadgen.prefixcache): a fraction, or
+    # null when the engine did not say; ``prefix_cache`` keeps its source, tokens and reason.
+    prefix_cache_hit_fraction = models.FloatField(null=True, blank=True)
+    prefix_cache = models.JSONField(default=dict, blank=True)
+    result_attempt = models.PositiveIntegerField(null=True, blank=True)
+    result_schema = models.PositiveIntegerField(null=True, blank=True)
+    requests_total = models.PositiveIntegerField(null=True, blank=True)
+    requests_failed = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ("-created_at", "-id")
-        indexes = (models.Index(fields=["engine", "method"]),)
+        ordering = ("experiment", "sequence")
+        constraints = (
+            models.UniqueConstraint(fields=["experiment", "sequence"], name="run_sequence_unique"),
+            models.UniqueConstraint(
+                fields=["experiment", "arm", "workload", "load", "repetition"],
+                name="run_cell_arm_repetition_unique",
+            ),
+        )
+        indexes = (
+            models.Index(fields=["status", "queued_at"], name="run_status_queued"),
+            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
+            models.Index(fields=["host", "status"], name="run_host_status"),
+        )
 
     def __str__(self) -> str:
-        return self.name or f"{self.engine}/{self.method} {self.config_hash[:12]}"
+        return f"run {self.pk} ({self.cell} rep {self.repetition}, {self.status})"
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self._state.adding:
-            super().save(*args, **kwargs)
-            self._loaded_identity = self._identity_values()
-            return
-        loaded = getattr(self, "_loaded_identity", None)
-        if loaded is not None:
-            changed = sorted(k for k, v in self._identity_values().items() if loaded[k] != v)
-            if changed:
-                raise ImmutableConfigurationError(
-                    f"frozen configurations are immutable: cannot change {', '.join(changed)}"
-                )
-        update_fields = kwargs.pop("update_fields", None)
-        wanted = EDITABLE_FIELDS if update_fields is None else tuple(update_fields)
-        identity = sorted(set(wanted) - set(EDITABLE_FIELDS))
-        if identity:
-            raise ImmutableConfigurationError(
-                f"frozen configurations are immutable: cannot update {', '.join(identity)}"
-            )
-        super().save(*args, update_fields=wanted, **kwargs)
-
-    @classmethod
-    def from_db(cls, db: str | None, field_names: Any, values: Any) -> FrozenConfiguration:
-        instance = super().from_db(db, field_names, values)
-        # A partial load (``.only()``, as the deletion collector does for PROTECT checks) must
-        # not fetch the deferred identity columns one by one; the trigger still guards them.
-        if not instance.get_deferred_fields():
-            instance._loaded_identity = instance._identity_values()
-        return instance
-
-    def _identity_values(self) -> dict[str, Any]:
-        return {
-            name: getattr(self, "created_by_id" if name == "created_by" else name)
-            for name in IDENTITY_FIELDS
-        }
+    @property
+    def cell(self) -> str:
+        return f"{self.workload}/{self.load}"
 
 
-host_name_validator = RegexValidator(
-    r"^[a-z0-9-]+$", "Host names use lower-case letters, digits and dashes only."
+# The measured columns of a RequestRecord, in the order ingestion writes them and downloads
+# read them.
+REQUEST_RECORD_FIELDS: Final = (
+    "index",
+    "scheduled",
+    "sent",
+    "chunk_times",
+    "chunk_tokens",
+    "prompt_tokens",
+    "output_tokens",
+    "success",
+    "finish_reason",
+    "error",
+    "text_hash",
+    "category",
 )
 
 
-class GpuHost(models.Model):
-    class Mode(models.TextChoices):
-        MANAGED = "managed", "managed (the agent launches the engine per configuration)"
-        ENDPOINT = "endpoint", "endpoint (a server already runs at base_url)"
+class RequestRecord(models.Model):
+    """One request of a run, kept whole: chunk arrival times and token counts as arrays.
 
-    class Health(models.TextChoices):
-        UNKNOWN = "unknown", "unknown"
-        HEALTHY = "healthy", "healthy"
-        DEGRADED = "degraded", "degraded"
-        UNREACHABLE = "unreachable", "unreachable"
+    Times are seconds on the load generator's monotonic clock (only differences mean anything).
+    """
 
-    name = models.CharField(max_length=63, unique=True, validators=[host_name_validator])
-    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.MANAGED)
-    base_url = models.URLField(blank=True)
-    gpu_model = models.CharField(max_length=100, blank=True)
-    gpu_count = models.PositiveIntegerField(default=0)
-    gpu_memory_gb = models.FloatField(null=True, blank=True)
-    driver_version = models.CharField(max_length=64, blank=True)
-    cuda_version = models.CharField(max_length=64, blank=True)
-    # engine → list of installed versions, e.g. {"vllm": ["0.30.0"], "llamacpp": ["0.3.36+0c1e570"]}
-    engines = models.JSONField(default=dict, blank=True)
-    labels = models.JSONField(default=dict, blank=True)
-    offline = models.BooleanField(default=False, help_text="air-gapped: nothing can be pulled")
-    emulated = models.BooleanField(default=False, help_text="its engine is `specportal emulate`")
-    health_status = models.CharField(max_length=16, choices=Health.choices, default=Health.UNKNOWN)
-    health_detail = models.CharField(max_length=500, blank=True)
-    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # What the agent last reported (``specportal.agent.inventory``: GPUs from nvidia-smi, CUDA,
-    # engines and where each came from), and when. Reported GPUs overwrite the fields above
-    # (unless the agent's machine is not the host: ``agent_machine_is_host``).
-    inventory = models.JSONField(default=dict, blank=True, editable=False)
-    inventory_reported_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # SHA-256 of the host token; the token itself is shown once, when issued.
-    token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
-    token_prefix = models.CharField(max_length=16, blank=True, editable=False)
-    token_issued_at = models.DateTimeField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    # No index of its own: the unique (run, index) serves every lookup by run, and one index
+    # fewer to maintain is a good part of the COPY of 100,000 rows.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests", db_index=False)
+    index = models.PositiveIntegerField()
+    scheduled = models.FloatField(null=True)
+    sent = models.FloatField(null=True)
+    chunk_times = FloatArrayField()
+    chunk_tokens = IntegerArrayField(null=True)
+    prompt_tokens = models.IntegerField(null=True)
+    output_tokens = models.IntegerField(null=True)
+    success = models.BooleanField()
+    finish_reason = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    text_hash = models.CharField(max_length=64, blank=True)
+    category = models.CharField(max_length=32, blank=True)
 
     class Meta:
-        ordering = ("name",)
+        ordering = ("run", "index")
+        constraints = (
+            models.UniqueConstraint(fields=["run", "index"], name="request_record_index_unique"),
+        )
 
     def __str__(self) -> str:
-        return self.name
+        return f"request {self.index} of run {self.run_id}"
 
-    @property
-    def queue_name(self) -> str:
-        """The host's own Celery queue (DESIGN §3)."""
-        return f"host.{self.name}"
 
-    @property
-    def has_token(self) -> bool:
-        return bool(self.token_hash)
+class ResultUpload(models.Model):
+    """An agent's result file as received (gzip'd JSON), one per run and attempt.
 
-    @property
-    def agent_machine_is_host(self) -> bool:
-        """Whether what the agent finds on its machine (nvidia-smi's GPUs, engines it detects) is
-        this host's. Not for an emulated host (its engine is the emulator: its GPUs are the
-        registered ones) nor for an endpoint host (the agent may run on another machine than the
-        server): their reports are kept as the agent machine's, not used for checks."""
-        return not self.emulated and self.mode != self.Mode.ENDPOINT
+    The upload answers the agent at once; a portal worker ingests it. Keeping the body lets a
+    failed ingestion be retried, and the unique (run, attempt) makes a repeated PUT harmless.
+    """
 
-    @property
-    def engines_shown(self) -> list[str]:
-        """``vllm 0.11.0 (detected)`` per engine the host has, with where the version came from
-        (``registered`` when the agent did not report it)."""
-        sources = (self.inventory or {}).get("engine_sources") or {}
-        shown = []
-        for engine, versions in sorted((self.engines or {}).items()):
-            found = sources.get(engine) or {}
-            source = found.get("source") if found.get("versions") == versions else None
-            shown.append(f"{engine} {', '.join(versions)} ({source or 'registered'})")
-        return shown
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="uploads")
+    attempt = models.PositiveIntegerField()
+    body = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    received_at = models.DateTimeField(auto_now_add=True)
+    ingested_at = models.DateTimeField(null=True, blank=True)
+    ingest_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["run", "attempt"], name="result_upload_once"),
+        )
+
+    def __str__(self) -> str:
+        return f"upload of run {self.run_id} attempt {self.attempt}"

@@ -1,58 +1,67 @@
-"""Reads for frozen configurations and GPU hosts."""
+"""Reads for runs: filtered lists, one run, its per-request records (paged or streamed)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
 from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
 
-from runs.models import FrozenConfiguration, GpuHost
-from runs.services import host_token_hash
+from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, Run
 
-
-def configuration_list(
-    *,
-    engine: str | None = None,
-    method: str | None = None,
-    target_hash: str | None = None,
-    proposal_hash: str | None = None,
-    label: str | None = None,
-    search: str | None = None,
-) -> QuerySet[FrozenConfiguration]:
-    """Configurations, newest first. ``label`` is ``key`` or ``key=value``."""
-    qs = FrozenConfiguration.objects.select_related("created_by")
-    if engine:
-        qs = qs.filter(engine=engine)
-    if method:
-        qs = qs.filter(method=method.lower())
-    if target_hash:
-        qs = qs.filter(target_hash=target_hash)
-    if proposal_hash:
-        qs = qs.filter(proposal_hash=proposal_hash)
-    if label:
-        key, sep, value = label.partition("=")
-        qs = qs.filter(labels__has_key=key) if not sep else qs.filter(**{f"labels__{key}": value})
-    if search:
-        qs = qs.filter(name__icontains=search)
-    return qs
+# Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
+DOWNLOAD_BATCH: Final = 2_000
+RUN_FILTERS: Final = ("experiment", "status", "host", "arm", "workload", "load", "repetition")
 
 
-def configuration_get(*, config_id: int) -> FrozenConfiguration:
-    return FrozenConfiguration.objects.get(pk=config_id)
+def run_list(*, filters: Mapping[str, str]) -> QuerySet[Run]:
+    runs = Run.objects.select_related("arm", "host", "experiment")
+    for key in RUN_FILTERS:
+        value = filters.get(key)
+        if not value:
+            continue
+        if key == "host":
+            runs = runs.filter(host__name=value)
+        elif key == "arm":
+            runs = runs.filter(arm__label=value)
+        elif key in ("experiment", "repetition"):
+            runs = runs.filter(**{f"{key}_id" if key == "experiment" else key: int(value)})
+        else:
+            runs = runs.filter(**{key: value})
+    return runs.order_by("experiment_id", "sequence")
 
 
-def host_list(*, emulated: bool | None = None, mode: str | None = None) -> QuerySet[GpuHost]:
-    qs = GpuHost.objects.all()
-    if emulated is not None:
-        qs = qs.filter(emulated=emulated)
-    if mode:
-        qs = qs.filter(mode=mode)
-    return qs
+def run_get(*, run_id: int) -> Run:
+    return get_object_or_404(Run.objects.select_related("arm__configuration", "host"), pk=run_id)
 
 
-def host_get_by_name(*, name: str) -> GpuHost:
-    return GpuHost.objects.get(name=name)
+def request_records_page(*, run: Run, after: int, limit: int) -> list[dict[str, Any]]:
+    """Keyset pagination on (run, index): constant cost per page however deep."""
+    return list(
+        RequestRecord.objects.filter(run=run, index__gt=after)
+        .order_by("index")
+        .values(*REQUEST_RECORD_FIELDS)[:limit]
+    )
 
 
-def host_get_by_token(*, token: str) -> GpuHost | None:
-    if not token:
-        return None
-    return GpuHost.objects.filter(token_hash=host_token_hash(token)).first()
+def request_records_jsonl(*, run: Run) -> Iterator[bytes]:
+    """Every record as one JSON line, fetched in keyset batches (memory stays flat)."""
+    after = -1
+    while True:
+        page = request_records_page(run=run, after=after, limit=DOWNLOAD_BATCH)
+        if not page:
+            return
+        yield b"".join(json.dumps(row, separators=(",", ":")).encode() + b"\n" for row in page)
+        after = page[-1]["index"]
+
+
+def acceptance_rate(run: Run) -> float | None:
+    """Speculative acceptance as the load generator reported it from the server's counters."""
+    for source in (run.acceptance or {}, run.summary or {}):
+        for key in ("acceptance_rate", "draft_acceptance_rate_fraction", "spec_acceptance_rate"):
+            value = source.get(key)
+            if isinstance(value, int | float):
+                return float(value)
+    return None

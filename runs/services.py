@@ -1,361 +1,269 @@
-"""Writes for frozen configurations and GPU hosts (keyword-only, typed, atomic)."""
+"""Writes for the run lifecycle: queue, claim, lease, heartbeat, progress, result, cancel, reaper.
+
+Run state lives here; the broker is only a doorbell. Claims are conditional updates on the state,
+a lease (renewed by the agent's heartbeats) says how long a claim holds, and the beat tasks
+re-publish lost messages and re-queue runs whose lease ran out.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
-import secrets
-from collections import Counter
+import logging
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
+from datetime import timedelta
+from typing import Any, Final
 
-from django.contrib.auth.models import AnonymousUser, User
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from accounts.errors import ApplicationError
-from runs.models import EDITABLE_FIELDS, ENGINE_CHOICES, FrozenConfiguration, GpuHost
-from specportal.engines.document import DocumentError, prepare
+from hosts.models import GpuHost
+from hosts.services import host_heartbeat_record
+from runs import dispatch
+from runs.models import ResultUpload, Run
+from specportal.api.errors import ApplicationError
 
-HOST_TOKEN_PREFIX = "sph_"
+log = logging.getLogger(__name__)
 
-
-def _labels(labels: Any, path: str = "labels") -> dict[str, str]:
-    if labels is None:
-        return {}
-    if not isinstance(labels, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-    ):
-        raise ApplicationError(
-            "Labels must be an object of strings.",
-            fields={path: ["must be an object mapping label names to strings"]},
-        )
-    return dict(labels)
-
-
-@transaction.atomic
-def configuration_create(
-    *,
-    document: Any,
-    name: str = "",
-    description: str = "",
-    labels: Mapping[str, str] | None = None,
-    created_by: User | AnonymousUser | None = None,
-) -> tuple[FrozenConfiguration, bool]:
-    """Store a configuration, or return the stored one with the same identity (``created`` False).
-
-    Name, description and labels are not identity: posting the same document under another name
-    returns the existing configuration unchanged.
-    """
-    try:
-        normalised, ident = prepare(document)
-    except DocumentError as exc:
-        fields = {
-            f"document.{path}" if path else "document": msgs for path, msgs in exc.problems.items()
-        }
-        raise ApplicationError(
-            f"The configuration document is invalid: {exc}", fields=fields
-        ) from exc
-    clean_labels = _labels(labels)
-    existing = FrozenConfiguration.objects.filter(config_hash=ident.config_hash).first()
-    if existing is not None:
-        return existing, False
-    user = created_by if isinstance(created_by, User) else None
-    try:
-        with transaction.atomic():
-            config = FrozenConfiguration.objects.create(
-                config_hash=ident.config_hash,
-                target_hash=ident.target_hash,
-                proposal_hash=ident.proposal_hash,
-                engine=normalised["engine"],
-                method=ident.method,
-                document=normalised,
-                name=name,
-                description=description,
-                labels=clean_labels,
-                created_by=user,
-            )
-    except IntegrityError:
-        # Another request stored the same identity between our lookup and insert.
-        return FrozenConfiguration.objects.get(config_hash=ident.config_hash), False
-    return config, True
-
-
-@transaction.atomic
-def configuration_update(
-    *,
-    config: FrozenConfiguration,
-    name: str | None = None,
-    description: str | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> FrozenConfiguration:
-    """Change what is not identity: name, description, labels."""
-    if name is not None:
-        config.name = name
-    if description is not None:
-        config.description = description
-    if labels is not None:
-        config.labels = _labels(labels)
-    config.save(update_fields=list(EDITABLE_FIELDS))
-    return config
-
-
-@transaction.atomic
-def configuration_delete(*, config: FrozenConfiguration) -> None:
-    """Delete an unreferenced configuration (PROTECT foreign keys refuse otherwise)."""
-    from django.db.models import ProtectedError
-
-    try:
-        config.delete()
-    except ProtectedError as exc:
-        raise ApplicationError(
-            "This configuration is referenced (by experiments or runs) and cannot be deleted.",
-            code="protected",
-            status_code=409,
-        ) from exc
-
-
-def _host_full_clean(host: GpuHost) -> None:
-    try:
-        host.full_clean()
-    except ValidationError as exc:
-        raise ApplicationError(
-            "The host is invalid.", fields={k: list(v) for k, v in exc.message_dict.items()}
-        ) from exc
-    if host.mode == GpuHost.Mode.ENDPOINT and not host.base_url:
-        raise ApplicationError(
-            "An endpoint host needs the URL of its running server.",
-            fields={"base_url": ["required when mode is endpoint"]},
-        )
-    _engines(host.engines)
-    _labels(host.labels)
-
-
-def _engines(engines: Any) -> None:
-    known = {value for value, _ in ENGINE_CHOICES}
-    problems: dict[str, list[str]] = {}
-    if not isinstance(engines, dict):
-        raise ApplicationError(
-            "Engines must map an engine to its installed versions.",
-            fields={"engines": ['must be an object such as {"vllm": ["0.30.0"]}']},
-        )
-    for engine, versions in engines.items():
-        if engine not in known:
-            problems[f"engines.{engine}"] = [f"unknown engine (one of {', '.join(sorted(known))})"]
-        elif not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
-            problems[f"engines.{engine}"] = ["must be a list of version strings"]
-    if problems:
-        raise ApplicationError("The host's engines are invalid.", fields=problems)
-
-
-HOST_FIELDS = (
-    "mode",
-    "base_url",
-    "gpu_model",
-    "gpu_count",
-    "gpu_memory_gb",
-    "driver_version",
-    "cuda_version",
-    "engines",
-    "labels",
-    "offline",
-    "emulated",
+# Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
+MAX_ATTEMPTS: Final = 2
+# What one attempt's agent reported (run_progress), cleared when the run is queued again.
+ATTEMPT_FIELDS: Final = (
+    "claimed_at",
+    "started_at",
+    "progress",
+    "engine_report",
+    "engine_checked",
+    "mismatches",
+    "engine_env",
+    "command",
+)
+ACTIVE_STATES: Final = (Run.Status.QUEUED, Run.Status.CLAIMED, Run.Status.RUNNING)
+FINAL_STATES: Final = (
+    Run.Status.DONE,
+    Run.Status.INCOMPLETE,
+    Run.Status.FAILED,
+    Run.Status.CANCELLED,
 )
 
 
+def experiment_advance_later(experiment_id: int) -> None:
+    """A run ended: let its experiment queue the next one (``experiments.services``).
+
+    The one call from ``runs`` back into ``experiments``, imported here rather than at module
+    level: ``experiments`` imports ``runs`` (it plans and queues runs), so ``runs`` loads without
+    ``experiments``' code and there is no import cycle.
+    """
+    from experiments.services import experiment_advance
+
+    experiment_advance(experiment_id=experiment_id)
+
+
+def run_queue(run: Run) -> None:
+    """PLANNED (or lease-lost) → QUEUED with a new attempt number, then ring the host's bell."""
+    run.status = Run.Status.QUEUED
+    run.attempt += 1
+    run.queued_at = timezone.now()
+    run.lease_expires_at = None
+    # What the previous attempt's agent reported belongs to that attempt: a retry must not show
+    # its engine, self-report or phase as if they were the new one's (the error keeps its note).
+    run.claimed_at = run.started_at = None
+    run.progress, run.engine_report, run.engine_env = {}, {}, {}
+    run.engine_checked, run.mismatches, run.command = [], [], []
+    run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at", *ATTEMPT_FIELDS])
+    dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
+
+
+# --- the agent's side ---------------------------------------------------------------------------
+
+
+def lease_seconds() -> int:
+    """How long a claim holds without a heartbeat (``SPECPORTAL_LEASE_SECONDS``)."""
+    return int(settings.SPECPORTAL_LEASE_SECONDS)
+
+
+def _lease_deadline() -> Any:
+    return timezone.now() + timedelta(seconds=lease_seconds())
+
+
 @transaction.atomic
-def host_register(*, name: str, **fields: Any) -> GpuHost:
-    """Register a GPU host (no token yet: issue one with :func:`host_token_issue`)."""
-    unknown = sorted(set(fields) - set(HOST_FIELDS))
-    if unknown:
+def run_claim(*, host: GpuHost, run_id: int, attempt: int) -> Run:
+    """Conditional QUEUED → CLAIMED for exactly this attempt on this host; 409 otherwise."""
+    now = timezone.now()
+    claimed = Run.objects.filter(
+        pk=run_id, host=host, status=Run.Status.QUEUED, attempt=attempt, cancel_requested=False
+    ).update(status=Run.Status.CLAIMED, claimed_at=now, lease_expires_at=_lease_deadline())
+    if claimed != 1:
         raise ApplicationError(
-            "Unknown host fields.", fields={key: ["unknown field"] for key in unknown}
-        )
-    if GpuHost.objects.filter(name=name).exists():
-        raise ApplicationError(
-            f"A host named {name!r} already exists.",
-            fields={"name": ["already registered"]},
+            f"Run {run_id} attempt {attempt} is not claimable by {host.name}.",
             code="conflict",
             status_code=409,
         )
-    host = GpuHost(name=name, **fields)
-    _host_full_clean(host)
-    host.save()
-    return host
+    return Run.objects.get(pk=run_id)
 
 
-@transaction.atomic
-def host_update(*, host: GpuHost, **fields: Any) -> GpuHost:
-    unknown = sorted(set(fields) - set(HOST_FIELDS))
-    if unknown:
-        raise ApplicationError(
-            "Unknown host fields.", fields={key: ["unknown field"] for key in unknown}
-        )
-    for key, value in fields.items():
-        setattr(host, key, value)
-    _host_full_clean(host)
-    host.save()
-    return host
-
-
-@transaction.atomic
-def host_delete(*, host: GpuHost) -> None:
-    from django.db.models import ProtectedError
-
-    try:
-        host.delete()
-    except ProtectedError as exc:
-        raise ApplicationError(
-            "This host is referenced (by experiments or runs) and cannot be deleted.",
-            code="protected",
-            status_code=409,
-        ) from exc
-
-
-def host_token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-@transaction.atomic
-def host_token_issue(*, host: GpuHost) -> str:
-    """Issue a fresh token for the host's agent, replacing any previous one. Shown once: only
-    its SHA-256 is stored."""
-    token = HOST_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    host.token_hash = host_token_hash(token)
-    host.token_prefix = token[:12]
-    host.token_issued_at = timezone.now()
-    host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
-    return token
-
-
-@transaction.atomic
-def host_token_revoke(*, host: GpuHost) -> None:
-    host.token_hash = None
-    host.token_prefix = ""
-    host.token_issued_at = None
-    host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
-
-
-# An inventory is a few KiB; anything far larger is not stored (the beat still counts).
-INVENTORY_MAX_BYTES = 64 * 1024
-
-
-def inventory_gpu_facts(inventory: Mapping[str, Any]) -> dict[str, Any]:
-    """The host fields the reported GPUs decide (none when the agent reports no GPUs).
-
-    ``gpu_memory_gb`` is the smallest GPU's memory in GiB (nvidia-smi reports MiB): a
-    configuration has to fit on every GPU it is sharded across. When the agent could not tell
-    which GPUs its engines can use (``CUDA_VISIBLE_DEVICES`` naming MIG instances: ``hidden`` is
-    None), the registered GPUs stand; only the driver and CUDA versions, true of the machine
-    whichever GPUs are visible, are taken.
-    """
-    gpus = [g for g in inventory.get("gpus") or [] if isinstance(g, dict)]
-    smi = inventory.get("nvidia_smi")
-    smi = smi if isinstance(smi, dict) else {}
-    if not gpus:
-        if smi.get("status") == "ok" and "hidden" in smi and smi["hidden"] is None:
-            versions = {
-                "driver_version": inventory.get("driver_version"),
-                "cuda_version": inventory.get("cuda_version"),
-            }
-            return {k: str(v)[:64] for k, v in versions.items() if v}
-        # nvidia-smi works but CUDA_VISIBLE_DEVICES hides every GPU.
-        hidden = smi.get("hidden")
-        ok = smi.get("status") == "ok"
-        return {"gpu_count": 0} if ok and isinstance(hidden, int) and hidden > 0 else {}
-    names = Counter(str(g.get("name") or "unknown GPU").strip() for g in gpus)
-    if len(names) == 1:
-        model = next(iter(names))
-    else:
-        model = " + ".join(f"{n} × {name}" for name, n in names.most_common())
-    facts: dict[str, Any] = {"gpu_count": len(gpus), "gpu_model": model[:100]}
-    memories = [
-        float(g["memory_mib"])
-        for g in gpus
-        if isinstance(g.get("memory_mib"), int | float) and not isinstance(g["memory_mib"], bool)
-    ]
-    if memories:
-        facts["gpu_memory_gb"] = round(min(memories) / 1024, 1)
-    driver = inventory.get("driver_version") or next(
-        (g.get("driver_version") for g in gpus if g.get("driver_version")), None
+def _held_run(host: GpuHost, run_id: int, attempt: int) -> Run:
+    """The run this host holds for this attempt (locked), or 409."""
+    run = (
+        Run.objects.select_for_update()
+        .filter(pk=run_id, host=host, attempt=attempt)
+        .filter(status__in=[Run.Status.CLAIMED, Run.Status.RUNNING])
+        .first()
     )
-    if driver:
-        facts["driver_version"] = str(driver)[:64]
-    if inventory.get("cuda_version"):
-        facts["cuda_version"] = str(inventory["cuda_version"])[:64]
-    return facts
-
-
-def inventory_engines(
-    inventory: Mapping[str, Any], *, detected: bool = True
-) -> dict[str, list[str]]:
-    """The reported engines this portal knows, with their versions as strings: those given by
-    flag, and those the agent detected unless ``detected`` is False (the agent's machine is not
-    the host). An engine whose probe found nothing is not reported, so it is not here."""
-    known = {value for value, _ in ENGINE_CHOICES}
-    engines = inventory.get("engines")
-    sources = inventory.get("engine_sources")
-    if not isinstance(engines, dict):
-        return {}
-    if not isinstance(sources, dict):
-        sources = {}
-    found = {}
-    for engine, versions in engines.items():
-        if engine not in known or not isinstance(versions, list) or not versions:
-            continue
-        source = sources.get(engine)
-        # Without a source (an older agent) the agent said so itself: as given by flag.
-        how = source.get("source", "flag") if isinstance(source, dict) else "flag"
-        if how == "flag" or detected:
-            found[str(engine)] = [str(v) for v in versions]
-    return found
+    if run is None:
+        raise ApplicationError(
+            f"Run {run_id} attempt {attempt} is not held by {host.name}.",
+            code="conflict",
+            status_code=409,
+        )
+    return run
 
 
 @transaction.atomic
-def host_heartbeat_record(
+def run_heartbeat(
+    *, host: GpuHost, inventory: Mapping[str, Any], current_run: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Record the host's heartbeat; renew the lease of the run it says it is executing."""
+    host_heartbeat_record(host=host, inventory=inventory)
+    answer: dict[str, Any] = {"lease_seconds": lease_seconds(), "cancel_requested": False}
+    if current_run:
+        run_id, attempt = int(current_run.get("id") or 0), int(current_run.get("attempt") or 0)
+        renewed = Run.objects.filter(
+            pk=run_id,
+            host=host,
+            attempt=attempt,
+            status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
+            lease_expires_at__isnull=False,
+        )
+        renewed.update(lease_expires_at=_lease_deadline())
+        run = Run.objects.filter(pk=run_id, host=host).first()
+        answer["cancel_requested"] = bool(run and run.cancel_requested)
+        answer["held"] = bool(run and run.attempt == attempt)
+    return answer
+
+
+@transaction.atomic
+def run_progress(
     *,
     host: GpuHost,
-    health_status: str = GpuHost.Health.HEALTHY,
-    health_detail: str = "",
-    engines: Mapping[str, list[str]] | None = None,
-    inventory: Mapping[str, Any] | None = None,
-    at: datetime | None = None,
-) -> GpuHost:
-    """Record that the host's agent is alive and, when it sent one, its inventory.
+    run_id: int,
+    attempt: int,
+    phase: str,
+    details: Mapping[str, Any],
+) -> Run:
+    """Progress from the agent; ``phase == "running"`` (load started) moves CLAIMED → RUNNING."""
+    run = _held_run(host, run_id, attempt)
+    fields = ["progress", "lease_expires_at"]
+    run.progress = {"phase": phase, **details}
+    run.lease_expires_at = _lease_deadline()
+    if phase in ("engine_started", "running") and run.status == Run.Status.CLAIMED:
+        run.status = Run.Status.RUNNING
+        run.started_at = timezone.now()
+        fields += ["status", "started_at"]
+    for key in ("engine_report", "engine_checked", "mismatches", "engine_env", "command"):
+        if key in details:
+            setattr(run, key, details[key])
+            fields.append(key)
+    run.save(update_fields=fields)
+    return run
 
-    Reported facts win over what was registered: the GPUs nvidia-smi lists set the model, count,
-    memory, driver and CUDA version, and each engine reported replaces that engine's versions.
-    What the agent does not report (no GPUs, or GPUs it cannot tell are visible; an engine it did
-    not find) keeps the registration.
-    On a host that is not the agent's machine (emulated, endpoint) the inventory is stored as the
-    agent machine's; only the engines given by flag are taken from it. ``engines`` given here
-    replace the host's engines whole.
+
+@transaction.atomic
+def run_result_receive(*, host: GpuHost, run_id: int, attempt: int, body: bytes) -> ResultUpload:
+    """Keep the agent's result file for this attempt and hand it to a portal worker.
+
+    Idempotent: a repeated PUT for the same attempt returns the first upload untouched. The lease
+    stops counting (the agent's part is over), so the reaper never re-queues a run whose result
+    is waiting for ingestion.
     """
-    now = at or timezone.now()
-    host.last_heartbeat_at = now
-    host.health_status = health_status
-    host.health_detail = health_detail[:500]
-    fields = ["last_heartbeat_at", "health_status", "health_detail", "updated_at"]
-    if inventory:
-        size = len(json.dumps(inventory, default=str))
-        if size > INVENTORY_MAX_BYTES:
-            host.inventory = {"error": f"an inventory of {size} bytes was not stored"}
-        else:
-            host.inventory = dict(inventory)
-            own = host.agent_machine_is_host
-            for key, value in (inventory_gpu_facts(inventory) if own else {}).items():
-                setattr(host, key, value)
-                fields.append(key)
-            reported = inventory_engines(inventory, detected=own)
-            if engines is None and reported:
-                engines = {**(host.engines or {}), **reported}
-        host.inventory_reported_at = now
-        fields += ["inventory", "inventory_reported_at"]
-    if engines is not None:
-        _engines(dict(engines))
-        host.engines = dict(engines)
-        fields.append("engines")
-    host.save(update_fields=fields)
-    return host
+    existing = ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host).first()
+    if existing is not None:
+        return existing
+    run = _held_run(host, run_id, attempt)
+    upload = ResultUpload.objects.create(
+        run=run, attempt=attempt, body=body, sha256=hashlib.sha256(body).hexdigest()
+    )
+    run.lease_expires_at = None
+    run.progress = {**run.progress, "phase": "uploaded"}
+    run.save(update_fields=["lease_expires_at", "progress"])
+    transaction.on_commit(lambda: dispatch.ingest(upload_id=upload.pk))
+    return upload
+
+
+@transaction.atomic
+def run_cancel(*, run: Run) -> Run:
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.status in (Run.Status.PLANNED, Run.Status.QUEUED):
+        run.status = Run.Status.CANCELLED
+        run.finished_at = timezone.now()
+        run.error = "cancelled before it started"
+        run.save(update_fields=["status", "finished_at", "error"])
+        transaction.on_commit(lambda: experiment_advance_later(run.experiment_id))
+    elif run.status in (Run.Status.CLAIMED, Run.Status.RUNNING):
+        run.cancel_requested = True
+        run.save(update_fields=["cancel_requested"])
+    return run
+
+
+# --- beat tasks ---------------------------------------------------------------------------------
+
+
+def runs_republish_stale() -> int:
+    """Ring the bell again for QUEUED runs nobody claimed (a restarted broker loses nothing)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.SPECPORTAL_STALE_QUEUED_SECONDS)
+    count = 0
+    stale = Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=cutoff).select_related(
+        "host"
+    )
+    for run in stale:
+        with transaction.atomic():
+            touched = Run.objects.filter(
+                pk=run.pk, status=Run.Status.QUEUED, attempt=run.attempt
+            ).update(queued_at=timezone.now())
+            if touched:
+                dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
+                count += 1
+    return count
+
+
+def runs_reap_expired_leases() -> int:
+    """Runs whose lease ran out: re-queue once (attempt + 1), then fail for good."""
+    now = timezone.now()
+    reaped = 0
+    expired = Run.objects.filter(
+        status__in=[Run.Status.CLAIMED, Run.Status.RUNNING], lease_expires_at__lt=now
+    ).values_list("pk", "experiment_id")
+    for run_id, experiment_id in expired:
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update()
+                .select_related("host")
+                .filter(
+                    pk=run_id,
+                    status__in=[Run.Status.CLAIMED, Run.Status.RUNNING],
+                    lease_expires_at__lt=now,
+                )
+                .first()
+            )
+            if run is None:
+                continue
+            note = f"attempt {run.attempt}: lease expired at {run.lease_expires_at:%H:%M:%S} UTC"
+            run.error = f"{run.error}\n{note}".strip()
+            if run.attempt < MAX_ATTEMPTS and not run.cancel_requested:
+                run.status = Run.Status.PLANNED  # run_queue moves it on with a new attempt
+                run.save(update_fields=["error", "status"])
+                run_queue(run)
+            else:
+                run.status = Run.Status.FAILED
+                run.finished_at = now
+                run.lease_expires_at = None
+                run.save(update_fields=["error", "status", "finished_at", "lease_expires_at"])
+                transaction.on_commit(functools.partial(experiment_advance_later, experiment_id))
+            reaped += 1
+    return reaped
+
+
+def active_run_filter() -> Q:
+    return Q(status__in=ACTIVE_STATES)

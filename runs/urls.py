@@ -1,10 +1,38 @@
 from django.urls import path
 
-from runs import views
+from runs import agent_apis, apis
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("configurations/", views.configuration_list_page, name="configuration-list"),
-    path("configurations/<int:config_id>/", views.configuration_page, name="configuration"),
-    path("hosts/", views.host_list_page, name="host-list"),
+    path("api/v1/runs/", apis.RunListApi.as_view(), name="api-runs"),
+    path("api/v1/runs/<int:run_id>/", apis.RunDetailApi.as_view(), name="api-run"),
+    path("api/v1/runs/<int:run_id>/summary/", apis.RunSummaryApi.as_view(), name="api-run-summary"),
+    path("api/v1/runs/<int:run_id>/cancel/", apis.RunCancelApi.as_view(), name="api-run-cancel"),
+    path(
+        "api/v1/runs/<int:run_id>/requests/",
+        apis.RunRequestsApi.as_view(),
+        name="api-run-requests",
+    ),
+    path(
+        "api/v1/runs/<int:run_id>/requests.jsonl",
+        apis.RunRequestsDownloadApi.as_view(),
+        name="api-run-requests-download",
+    ),
+    # The agents' surface (host token), DESIGN §5.
+    path("api/v1/agent/runs/<int:run_id>", agent_apis.AgentRunApi.as_view(), name="agent-run"),
+    path(
+        "api/v1/agent/runs/<int:run_id>/claim",
+        agent_apis.AgentRunClaimApi.as_view(),
+        name="agent-run-claim",
+    ),
+    path("api/v1/agent/heartbeat", agent_apis.AgentHeartbeatApi.as_view(), name="agent-heartbeat"),
+    path(
+        "api/v1/agent/runs/<int:run_id>/progress",
+        agent_apis.AgentRunProgressApi.as_view(),
+        name="agent-run-progress",
+    ),
+    path(
+        "api/v1/agent/runs/<int:run_id>/result",
+        agent_apis.AgentRunResultApi.as_view(),
+        name="agent-run-result",
+    ),
 ]

@@ -55,8 +55,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "accounts",
-    "runs",
+    "configurations",
+    "hosts",
     "experiments",
+    "runs",
+    # Last and depended on by nothing: the demo command imports every app.
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -145,7 +149,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsViewer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "accounts.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "specportal.api.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -210,22 +214,22 @@ SPECPORTAL_STALE_QUEUED_SECONDS = env.int("SPECPORTAL_STALE_QUEUED_SECONDS", def
 CELERY_BEAT_SCHEDULE = {
     # A QUEUED run whose message was lost (broker restart) is published again.
     "runs-republish-stale": {
-        "task": "experiments.runs_republish_stale_task",
+        "task": "runs.runs_republish_stale_task",
         "schedule": env.float("SPECPORTAL_BEAT_REPUBLISH_SECONDS", default=30.0),
     },
     # Runs whose agent stopped renewing the lease: re-queued once, then failed.
     "runs-reap-expired-leases": {
-        "task": "experiments.runs_reap_expired_leases_task",
+        "task": "runs.runs_reap_expired_leases_task",
         "schedule": env.float("SPECPORTAL_BEAT_REAP_SECONDS", default=15.0),
     },
     # Uploads whose ingestion message was lost are ingested anyway.
     "uploads-ingest-pending": {
-        "task": "experiments.uploads_ingest_pending_task",
+        "task": "runs.uploads_ingest_pending_task",
         "schedule": env.float("SPECPORTAL_BEAT_INGEST_PENDING_SECONDS", default=60.0),
     },
     # Hosts whose agent went silent are marked unreachable (and refuse new starts).
     "hosts-check-health": {
-        "task": "experiments.hosts_check_health_task",
+        "task": "hosts.hosts_check_health_task",
         "schedule": env.float("SPECPORTAL_BEAT_HOST_HEALTH_SECONDS", default=30.0),
     },
 }

@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from accounts.errors import json_not_found
-from accounts.views import RedocDocsPage, SchemaApi, SwaggerDocsPage
+from specportal.api.docs import RedocDocsPage, SchemaApi, SwaggerDocsPage
+from specportal.api.errors import json_not_found
+from specportal.views import home
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -11,9 +12,12 @@ urlpatterns = [
     path("api/v1/docs/", SwaggerDocsPage.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/redoc/", RedocDocsPage.as_view(url_name="api-schema"), name="api-redoc"),
     path("api/v1/", include("accounts.urls")),
-    path("api/v1/", include("runs.api_urls")),
+    # Each app's urls.py holds its API (under api/v1/) and its pages, with their full paths.
+    path("", include("configurations.urls")),
+    path("", include("hosts.urls")),
     path("", include("experiments.urls")),
     path("", include("runs.urls")),
+    path("", home, name="home"),
     # Last: anything else under /api/ is a 404 in the one error shape, with DEBUG on or off
     # (Django's handler404 only applies with DEBUG off, and renders HTML).
     re_path(r"^api/", json_not_found),

@@ -8,7 +8,10 @@ import redis
 from django.conf import settings
 
 if TYPE_CHECKING:
-    from tests.experiments.harness import Process
+    from tests.harness import Process
+
+# Shared data fixtures (``setup``, personas, clients) for every app's tests.
+pytest_plugins = ["tests.fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def broker() -> Iterator[str]:
     """The engineer's own Redis database (flushed before and after) as the portal's broker."""
-    from tests.experiments.harness import redis_url_for_tests, use_broker
+    from tests.harness import redis_url_for_tests, use_broker
 
     url = redis_url_for_tests()
     redis.Redis.from_url(url).flushdb()

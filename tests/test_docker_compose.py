@@ -84,7 +84,7 @@ def test_the_image_holds_every_django_app_of_the_project() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     pyproject = (ROOT / "pyproject.toml").read_text()
     local_apps = [app for app in settings.INSTALLED_APPS if (ROOT / app).is_dir()]
-    assert {"accounts", "runs", "experiments"} <= set(local_apps)
+    assert {"accounts", "configurations", "hosts", "experiments", "runs", "demo"} <= set(local_apps)
     for app in local_apps:
         assert re.search(rf"^COPY {app} {app}$", dockerfile, flags=re.MULTILINE), app
         assert f'"{app}*"' in pyproject, app

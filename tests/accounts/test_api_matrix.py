@@ -3,7 +3,8 @@
 The routes come from the URL resolver, not from a hand-written list, so an endpoint added later
 (by any app) is covered the day it lands; the tables below only say which role may write where.
 Permission checks run before a view looks anything up, so placeholder ids are enough here; the
-allowed-role calls that must succeed are in tests/runs/test_api.py and tests/experiments/.
+allowed-role calls that must succeed are in each app's tests/<app>/test_api*.py
+(``tests.fixtures.assert_role_matrix``) and tests/experiments/.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from rest_framework.views import APIView
 
 from accounts import roles
 from accounts.services import api_token_rotate, user_create_or_update
-from runs.authentication import HostTokenAuthentication
-from runs.services import host_register, host_token_issue
+from hosts.authentication import HostTokenAuthentication
+from hosts.services import host_register, host_token_issue
 
 pytestmark = pytest.mark.django_db
 

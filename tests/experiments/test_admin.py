@@ -8,8 +8,9 @@ from django.db.models import Model
 from django.test import Client
 from django.utils import timezone
 
-from experiments.models import Arm, Experiment, RequestRecord, ResultUpload, Run
-from tests.experiments.conftest import LOADS, OBJECTIVES, WORKLOADS, Setup
+from experiments.models import Arm, Experiment
+from runs.models import RequestRecord, ResultUpload, Run
+from tests.fixtures import LOADS, OBJECTIVES, WORKLOADS, Setup
 
 pytestmark = pytest.mark.django_db
 
@@ -72,16 +73,22 @@ def records(setup: Setup) -> dict[type[Model], Model]:
     }
 
 
-def test_every_experiments_model_has_an_admin() -> None:
-    models = set(apps.get_app_config("experiments").get_models())
-    assert models <= set(admin.site._registry)
+# An experiment's runs are shown beside it: the runs app's models are checked here too.
+APPS = ("experiments", "runs")
+
+
+def test_every_experiments_and_runs_model_has_an_admin() -> None:
+    for label in APPS:
+        models = set(apps.get_app_config(label).get_models())
+        assert models <= set(admin.site._registry), label
 
 
 def test_each_changelist_and_change_page_answers_200_for_a_superuser(
     admin_client: Client, records: dict[type[Model], Model]
 ) -> None:
-    for model in apps.get_app_config("experiments").get_models():
-        base = f"/admin/experiments/{model._meta.model_name}/"
+    models = [model for label in APPS for model in apps.get_app_config(label).get_models()]
+    for model in models:
+        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
         assert admin_client.get(base).status_code == 200, base
         obj = records[model]
         page = admin_client.get(f"{base}{obj.pk}/change/")
@@ -108,7 +115,7 @@ def test_measured_results_cannot_be_changed_added_or_deleted_in_the_admin(
 ) -> None:
     for model in (Run, RequestRecord, ResultUpload):
         obj = records[model]
-        base = f"/admin/experiments/{model._meta.model_name}/"
+        base = f"/admin/runs/{model._meta.model_name}/"
         page = admin_client.get(f"{base}{obj.pk}/change/").content.decode()
         assert 'type="submit"' not in page.split('id="content-main"')[1], model
         assert admin_client.get(f"{base}add/").status_code == 403
@@ -116,6 +123,6 @@ def test_measured_results_cannot_be_changed_added_or_deleted_in_the_admin(
         assert model.objects.filter(pk=obj.pk).exists()
     run = records[Run]
     assert isinstance(run, Run)
-    admin_client.post(f"/admin/experiments/run/{run.pk}/change/", {"status": "failed"})
+    admin_client.post(f"/admin/runs/run/{run.pk}/change/", {"status": "failed"})
     run.refresh_from_db()
     assert run.status == Run.Status.DONE

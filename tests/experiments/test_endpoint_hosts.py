@@ -18,11 +18,12 @@ import httpx
 import pytest
 from django.test import Client
 
-from experiments.models import Experiment, RequestRecord, Run
-from runs.models import GpuHost
-from runs.services import configuration_create
-from tests.experiments.conftest import OBJECTIVES, REVISION, Setup, api_as, register_host
-from tests.experiments.harness import (
+from configurations.services import configuration_create
+from experiments.models import Experiment
+from hosts.models import GpuHost
+from runs.models import RequestRecord, Run
+from tests.fixtures import OBJECTIVES, REVISION, Setup, api_as, register_host
+from tests.harness import (
     Process,
     free_port,
     process_logs,

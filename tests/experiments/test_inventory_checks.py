@@ -7,15 +7,17 @@ from typing import Any
 
 import pytest
 
-from accounts.errors import ApplicationError
+from configurations.models import FrozenConfiguration
+from configurations.services import configuration_create
 from experiments import services
 from experiments.checks import host_refusals
 from experiments.models import Experiment
-from runs.models import FrozenConfiguration, GpuHost
-from runs.services import configuration_create, host_update
+from hosts.models import GpuHost
+from hosts.services import host_update
+from specportal.api.errors import ApplicationError
 from specportal.engines.versions import version_installed
-from tests.experiments.conftest import BASELINE, NGRAM, Setup, agent_as, create_kwargs
-from tests.runs.test_host_inventory import ONE_H100
+from tests.fixtures import BASELINE, NGRAM, Setup, agent_as, create_kwargs
+from tests.hosts.test_inventory import ONE_H100
 
 
 def _tp2(document: dict[str, Any], name: str) -> FrozenConfiguration:

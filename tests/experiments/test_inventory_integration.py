@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from runs.models import GpuHost
-from runs.services import configuration_create, host_update
-from tests.experiments.conftest import BASELINE, NGRAM, OBJECTIVES, Setup, api_as
-from tests.experiments.harness import (
+from configurations.services import configuration_create
+from hosts.models import GpuHost
+from hosts.services import host_update
+from tests.fixtures import BASELINE, NGRAM, OBJECTIVES, Setup, api_as
+from tests.harness import (
     Process,
     start_agent,
     wait_for,

@@ -20,9 +20,11 @@ from playwright.sync_api import Browser, sync_playwright
 
 from analysis.prefixcache import compare_arms
 from experiments import selectors
-from experiments.models import Experiment, Run
-from tests.experiments.conftest import OBJECTIVES, Setup, api_as
-from tests.experiments.harness import (
+from experiments.models import Experiment
+from runs.models import Run
+from runs.selectors import acceptance_rate
+from tests.fixtures import OBJECTIVES, Setup, api_as
+from tests.harness import (
     Process,
     process_logs,
     redis_url_for_tests,
@@ -152,9 +154,7 @@ def test_experiment_page_shows_plan_progress_hosts_and_arms_side_by_side(
         assert row.locator("td").nth(2).inner_text() == "1"
         for key in selectors.SIDE_BY_SIDE_KEYS:
             stored = (
-                selectors.acceptance_rate(run)
-                if key == "acceptance_rate"
-                else (run.summary or {}).get(key)
+                acceptance_rate(run) if key == "acceptance_rate" else (run.summary or {}).get(key)
             )
             cell = row.locator(f'td[data-key="{key}"]').inner_text()
             assert cell == _shown(stored), (run.cell, run.arm.label, key)

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import copy
 import gzip
-import importlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from django.apps import apps
 from django.test import Client
 
 from experiments import selectors, services
-from experiments.ingest import upload_ingest
-from experiments.models import Experiment, Run
+from experiments.models import Experiment
+from runs import services as run_services
+from runs.ingest import upload_ingest
+from runs.models import Run
 from specportal.loadgen import BenchConfig, run_benchmark
 from specportal.workload.synthetic import synthetic_workload
-from tests.experiments.conftest import Setup, api_as, create_kwargs
+from tests.fixtures import Setup, api_as, create_kwargs
 from tests.specportal.emulator.harness import Emulator, StartEmulator
 
 FAST = ("--emu-time-scale", "0.05")
@@ -34,7 +34,7 @@ DEV_MODE = {"VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache needs it, as on 
 @pytest.fixture(autouse=True)
 def published(monkeypatch: pytest.MonkeyPatch) -> None:
     """The doorbell is not rung: these tests play the agent's part themselves."""
-    monkeypatch.setattr("experiments.dispatch.publish", lambda **kwargs: None)
+    monkeypatch.setattr("runs.dispatch.publish", lambda **kwargs: None)
 
 
 def _experiment(setup: Setup) -> Experiment:
@@ -69,13 +69,13 @@ def _run_all(
 ) -> None:
     """Play the agent for every run in execution order: claim, measure, upload, ingest."""
     while run := Run.objects.filter(experiment=experiment, status=Run.Status.QUEUED).first():
-        services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
+        run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
         url = server_for(run)
         if reset:  # the experiment's cache policy: reset through the engine's endpoint
             assert httpx.post(f"{url}/reset_prefix_cache").status_code == 200
         envelope = {"schema": 1, "outcome": "done", "error": None, "engine": {},
                     "result": measure(url)}  # fmt: skip
-        upload = services.run_result_receive(
+        upload = run_services.run_result_receive(
             host=run.host,
             run_id=run.pk,
             attempt=run.attempt,
@@ -211,39 +211,3 @@ def test_an_older_agents_upload_is_stored_under_the_current_names(
         assert "prefix_cache_hit_fraction" not in parsed
     [cell] = selectors.experiment_cells(experiment=experiment)
     assert not cell["prefix_cache"]["flagged"]
-
-
-def test_the_migration_renames_the_keys_already_stored_on_runs(setup: Setup) -> None:
-    migration = importlib.import_module("experiments.migrations.0007_run_prefix_cache_hit_fraction")
-    experiment = _experiment(setup)
-    stored, untouched = experiment.runs.order_by("sequence")[:2]
-    version_1 = {
-        "summary": {"completed": 6, "prefix_cache_hit_rate": 0.48, "prefix_cache_source": "s"},
-        "prefix_cache": {"engine": "vllm", "hit_rate": 0.48, "source": "s"},
-        "server": {"scrapes": [], "parsed": {"prefix_cache_hit_fraction": 0.5, "gauges": {}}},
-    }
-    Run.objects.filter(pk=stored.pk).update(**version_1)
-    Run.objects.filter(pk=untouched.pk).update(summary={"completed": 6})
-
-    migration.forward(apps, None)
-    stored.refresh_from_db()
-    assert stored.summary == {
-        "completed": 6,
-        "prefix_cache_hit_fraction": 0.48,
-        "prefix_cache_source": "s",
-    }
-    assert stored.prefix_cache == {"engine": "vllm", "hit_fraction": 0.48, "source": "s"}
-    assert stored.server == {
-        "scrapes": [],
-        "parsed": {"prefix_cache_counter_hit_fraction": 0.5, "gauges": {}},
-    }
-    untouched.refresh_from_db()
-    assert (untouched.summary, untouched.prefix_cache, untouched.server) == (
-        {"completed": 6},
-        {},
-        {},
-    )
-
-    migration.backward(apps, None)
-    stored.refresh_from_db()
-    assert (stored.summary, stored.prefix_cache, stored.server) == tuple(version_1.values())

@@ -18,11 +18,12 @@ import pytest
 
 from accounts import roles
 from accounts.services import user_create_or_update
-from experiments.models import Experiment, RequestRecord
-from runs.services import configuration_create
+from configurations.services import configuration_create
+from experiments.models import Experiment
+from runs.models import RequestRecord
 from specportal.realengine import gguf_models
-from tests.experiments.conftest import OBJECTIVES, api_as, register_host
-from tests.experiments.harness import (
+from tests.fixtures import OBJECTIVES, api_as, register_host
+from tests.harness import (
     Process,
     process_logs,
     start_and_wait,

@@ -18,12 +18,12 @@ import pytest
 
 from accounts import roles
 from accounts.services import user_create_or_update
-from experiments.models import Run
-from runs.services import configuration_create
+from configurations.services import configuration_create
+from runs.models import Run
 from specportal.agent.selfreport import collect, parse_log
 from specportal.realengine.server import free_port, serve
-from tests.experiments.conftest import OBJECTIVES, api_as, register_host
-from tests.experiments.harness import (
+from tests.fixtures import OBJECTIVES, api_as, register_host
+from tests.harness import (
     Process,
     process_logs,
     start_and_wait,

@@ -1,0 +1,213 @@
+"""The agents' REST surface (DESIGN §5), authenticated by host token only.
+
+A host sees and touches only its own runs: every lookup is filtered by ``request.auth``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hosts.authentication import HostTokenAuthentication, IsHostAgent
+from hosts.models import GpuHost
+from runs import services
+from runs.models import Run
+from specportal.api.errors import ApplicationError
+
+# A result file of 100,000 requests × 100 chunks is a few hundred MB of JSON before gzip.
+MAX_RESULT_BYTES: Final = 2 * 1024**3
+READ_CHUNK: Final = 1024 * 1024
+
+
+def run_spec(run: Run) -> dict[str, Any]:
+    """What an agent needs to execute a run; nothing about other runs or hosts."""
+    experiment = run.experiment
+    config = run.arm.configuration
+    workload = next(w for w in experiment.workloads if w["name"] == run.workload)
+    load = next(x for x in experiment.loads if x["name"] == run.load)
+    return {
+        "id": run.pk,
+        "attempt": run.attempt,
+        "status": run.status,
+        "cancel_requested": run.cancel_requested,
+        "lease_seconds": services.lease_seconds(),
+        "experiment": {
+            "id": experiment.pk,
+            "name": experiment.name,
+            "cache_policy": experiment.cache_policy,
+            "warmup_requests": experiment.warmup_requests,
+        },
+        "host": {
+            "name": run.host.name,
+            "mode": run.host.mode,
+            "base_url": run.host.base_url,
+            "emulated": run.host.emulated,
+        },
+        "arm": {"label": run.arm.label, "position": run.arm.position},
+        "configuration": {
+            "id": config.pk,
+            "name": config.name,
+            "config_hash": config.config_hash,
+            "engine": config.engine,
+            "method": config.method,
+            "document": config.document,
+        },
+        "workload": workload,
+        "load": load,
+        "repetition": run.repetition,
+        "sequence": run.sequence,
+    }
+
+
+RUN_SPEC_OUTPUT = inline_serializer(
+    "AgentRunSpec",
+    {
+        "id": serializers.IntegerField(),
+        "attempt": serializers.IntegerField(),
+        "status": serializers.CharField(),
+        "cancel_requested": serializers.BooleanField(),
+        "lease_seconds": serializers.IntegerField(),
+        "experiment": serializers.DictField(),
+        "host": serializers.DictField(),
+        "arm": serializers.DictField(),
+        "configuration": serializers.DictField(),
+        "workload": serializers.DictField(),
+        "load": serializers.DictField(),
+        "repetition": serializers.IntegerField(),
+        "sequence": serializers.IntegerField(),
+    },
+)
+
+
+class _AgentApi(APIView):
+    authentication_classes = (HostTokenAuthentication,)
+    permission_classes = (IsHostAgent,)
+
+    def host(self, request: Request) -> GpuHost:
+        assert isinstance(request.auth, GpuHost)
+        return request.auth
+
+    def own_run(self, request: Request, run_id: int) -> Run:
+        queryset = Run.objects.select_related("experiment", "arm__configuration", "host")
+        return get_object_or_404(queryset, pk=run_id, host=self.host(request))
+
+
+class AgentRunApi(_AgentApi):
+    @extend_schema(operation_id="agent_run_retrieve", responses=RUN_SPEC_OUTPUT)
+    def get(self, request: Request, run_id: int) -> Response:
+        return Response(run_spec(self.own_run(request, run_id)))
+
+
+class AgentRunClaimApi(_AgentApi):
+    class AgentClaimInputSerializer(serializers.Serializer[Any]):
+        attempt = serializers.IntegerField(min_value=1)
+
+    @extend_schema(
+        operation_id="agent_run_claim",
+        request=AgentClaimInputSerializer,
+        responses=RUN_SPEC_OUTPUT,
+        description="Conditional: 409 if another attempt holds the run.",
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        data = self.AgentClaimInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        self.own_run(request, run_id)  # 404 for another host's run, before any 409
+        services.run_claim(host=self.host(request), run_id=run_id, **data.validated_data)
+        return Response(run_spec(self.own_run(request, run_id)))
+
+
+class AgentHeartbeatApi(_AgentApi):
+    class AgentHeartbeatInputSerializer(serializers.Serializer[Any]):
+        inventory = serializers.DictField(required=False, default=dict)
+        current_run = serializers.DictField(required=False, allow_null=True, default=None)
+
+    @extend_schema(
+        operation_id="agent_heartbeat",
+        request=AgentHeartbeatInputSerializer,
+        responses=inline_serializer(
+            "AgentHeartbeatAnswer",
+            {
+                "lease_seconds": serializers.IntegerField(),
+                "cancel_requested": serializers.BooleanField(),
+                "held": serializers.BooleanField(required=False),
+            },
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        data = self.AgentHeartbeatInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        answer = services.run_heartbeat(host=self.host(request), **data.validated_data)
+        return Response(answer)
+
+
+class AgentRunProgressApi(_AgentApi):
+    class AgentProgressInputSerializer(serializers.Serializer[Any]):
+        attempt = serializers.IntegerField(min_value=1)
+        phase = serializers.CharField(max_length=32)
+        details = serializers.DictField(required=False, default=dict)
+
+    @extend_schema(
+        operation_id="agent_run_progress",
+        request=AgentProgressInputSerializer,
+        responses=inline_serializer(
+            "AgentProgressAnswer",
+            {"cancel_requested": serializers.BooleanField(), "status": serializers.CharField()},
+        ),
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        data = self.AgentProgressInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        self.own_run(request, run_id)
+        run = services.run_progress(host=self.host(request), run_id=run_id, **data.validated_data)
+        return Response({"cancel_requested": run.cancel_requested, "status": run.status})
+
+
+class AgentRunResultApi(_AgentApi):
+    """PUT ``?attempt=N`` with the gzip'd result envelope as the body (idempotent per attempt)."""
+
+    @extend_schema(
+        operation_id="agent_run_result",
+        parameters=[OpenApiParameter("attempt", int, required=True)],
+        request={"application/json": OpenApiTypes.BINARY},
+        responses=inline_serializer(
+            "AgentResultStored",
+            {
+                "run": serializers.IntegerField(),
+                "attempt": serializers.IntegerField(),
+                "sha256": serializers.CharField(),
+                "stored": serializers.BooleanField(),
+            },
+        ),
+        description="The result envelope as JSON with Content-Encoding: gzip.",
+    )
+    def put(self, request: Request, run_id: int) -> Response:
+        try:
+            attempt = int(request.query_params.get("attempt", ""))
+        except ValueError:
+            raise ApplicationError(
+                "attempt is required", fields={"attempt": ["an integer >= 1"]}
+            ) from None
+        self.own_run(request, run_id)
+        # Read the stream ourselves: Django's request.body refuses anything above
+        # DATA_UPLOAD_MAX_MEMORY_SIZE, and result files are far larger than form posts.
+        body = bytearray()
+        stream = request._request
+        while chunk := stream.read(READ_CHUNK):
+            body += chunk
+            if len(body) > MAX_RESULT_BYTES:
+                raise ApplicationError("The result file is too large.", status_code=413)
+        if not body:
+            raise ApplicationError("The result file is empty.", fields={"body": ["required"]})
+        upload = services.run_result_receive(
+            host=self.host(request), run_id=run_id, attempt=attempt, body=bytes(body)
+        )
+        return Response(
+            {"run": run_id, "attempt": upload.attempt, "sha256": upload.sha256, "stored": True}
+        )
