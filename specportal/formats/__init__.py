@@ -19,13 +19,13 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from specportal.formats import specportal_result, vllm
+from specportal.formats import aiperf, guidellm, sglang, specportal_result, vllm
 from specportal.formats.base import CORE_KEYS, FormatError, RunFile, sha256
 
-__all__ = ["CORE_KEYS", "FORMATS", "FormatError", "RunFile", "detect", "read_runs"]
+__all__ = ["CORE_KEYS", "FORMATS", "FormatError", "RunFile", "detect", "read_files", "read_runs"]
 
 # How big a decompressed file may grow: a gzip bomb is refused, not unpacked into memory.
 MAX_DECOMPRESSED_BYTES = 1 << 30
@@ -37,11 +37,22 @@ DocumentReader = Callable[[Mapping[str, Any], str, int, "int | None"], RunFile]
 _DOCUMENT_FORMATS: list[tuple[str, Callable[[Any], bool], DocumentReader]] = [
     (specportal_result.FORMAT, specportal_result.matches, specportal_result.read),
     (vllm.FORMAT, vllm.matches, vllm.read_run),
+    (sglang.FORMAT, sglang.matches, sglang.read_run),
 ]
 # Whole-file readers: a document (or all the lines of a file) that is one or more runs together.
-_FILE_FORMATS: list[tuple[str, Callable[[Any], bool], Callable[[Any, str], list[RunFile]]]] = []
+_FILE_FORMATS: list[tuple[str, Callable[[Any], bool], Callable[[Any, str], list[RunFile]]]] = [
+    (guidellm.FORMAT, guidellm.matches, guidellm.read_report),
+    (aiperf.FORMAT, aiperf.matches_aggregate, aiperf.read_aggregate),
+    (aiperf.FORMAT, aiperf.matches_records, aiperf.read_records),
+]
 
-FORMATS: tuple[str, ...] = (specportal_result.FORMAT, vllm.FORMAT)
+FORMATS: tuple[str, ...] = (
+    specportal_result.FORMAT,
+    vllm.FORMAT,
+    sglang.FORMAT,
+    guidellm.FORMAT,
+    aiperf.FORMAT,
+)
 
 
 def _decompress(data: bytes) -> bytes:
@@ -131,6 +142,8 @@ def _read(data: bytes) -> list[RunFile]:
         for _name, matches, file_reader in _FILE_FORMATS:
             if matches(doc):
                 return file_reader(doc, digest)
+            if matches([doc]):  # a JSON Lines file of one line
+                return file_reader([doc], digest)
         found = _document_reader(doc)
         if found is None:
             raise _unknown(doc)
@@ -149,3 +162,36 @@ def _read(data: bytes) -> list[RunFile]:
         except FormatError as exc:
             raise exc.located(line=number) from None
     return runs
+
+
+def read_files(files: Sequence[tuple[str, bytes]]) -> list[RunFile]:
+    """The runs of several files read together: AIPerf's aggregate JSON and its per-request JSONL
+    given in the same call become one run (``aiperf.pair``); every other file stands alone.
+
+    Each file is read whole first, so one bad file refuses the lot before anything is returned.
+    """
+    read = [(name, read_runs(data, filename=name)) for name, data in files]
+    aggregates = [(n, r) for n, runs in read for r in runs
+                  if r.format == aiperf.FORMAT and r.requests is None]  # fmt: skip
+    record_sets = [(n, r) for n, runs in read for r in runs
+                   if r.format == aiperf.FORMAT and r.layout == "records"]  # fmt: skip
+    paired: dict[int, RunFile] = {}
+    used: set[int] = set()
+    if record_sets and len(aggregates) != len(record_sets):
+        raise FormatError(
+            f"{len(aggregates)} AIPerf aggregate file(s) for {len(record_sets)} per-request "
+            "file(s): give each profile_export.jsonl with its profile_export_aiperf.json"
+        )
+    for (_, agg), (name, recs) in zip(aggregates, record_sets, strict=False):
+        try:
+            paired[id(agg)] = aiperf.pair(agg, recs)
+        except FormatError as exc:
+            raise exc.located(filename=name) from None
+        used.add(id(recs))
+    out = []
+    for _, runs in read:
+        for run in runs:
+            if id(run) in used:
+                continue
+            out.append(paired.get(id(run), run))
+    return out
