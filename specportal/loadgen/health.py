@@ -1,0 +1,83 @@
+"""Client health: how well the client kept up (send lateness, event-loop lag).
+
+A busy event loop delays every timestamp taken on it, so a run reports how late a periodic timer
+woke on its loop (``LoopMonitor``) and how late requests were sent against their schedule;
+``fell_behind`` says when either exceeds what a sound measurement allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from specportal.loadgen.records import RequestRecord
+
+LAG_INTERVAL = 0.01  # the event-loop lag probe's period (s)
+FELL_BEHIND_SEND_LATENESS = 0.005  # p99 send lateness above this says the client fell behind
+FELL_BEHIND_LOOP_LAG = 0.020
+
+
+class LoopMonitor:
+    """Event-loop lag: how late a periodic timer wakes (a busy loop delays every timestamp).
+
+    Each wake also calls ``alive`` (a watchdog's "still making progress")."""
+
+    def __init__(self, alive: Callable[[], None] | None = None) -> None:
+        self.lags: list[float] = []
+        self._alive = alive
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        perf = time.perf_counter
+        alive = self._alive
+        while True:
+            expected = perf() + LAG_INTERVAL
+            await asyncio.sleep(LAG_INTERVAL)
+            self.lags.append(max(0.0, perf() - expected))
+            if alive is not None:
+                alive()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def stats_ms(values: Any) -> dict[str, float | None]:
+    if len(values) == 0:
+        return {"mean_ms": None, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    arr = np.asarray(values, dtype=float) * 1000
+    return {
+        "mean_ms": float(arr.mean()),
+        "p50_ms": float(np.percentile(arr, 50)),
+        "p99_ms": float(np.percentile(arr, 99)),
+        "max_ms": float(arr.max()),
+    }
+
+
+def client_health(records: list[RequestRecord], lags: list[float]) -> dict[str, Any]:
+    lateness = [
+        v for r in records if r.error_kind != "not_sent" if (v := r.send_lateness) is not None
+    ]
+    late = stats_ms(lateness)
+    lag = stats_ms(lags)
+    reasons = []
+    if late["p99_ms"] is not None and late["p99_ms"] > FELL_BEHIND_SEND_LATENESS * 1000:
+        reasons.append(f"p99 send lateness {late['p99_ms']:.1f} ms")
+    if lag["p99_ms"] is not None and lag["p99_ms"] > FELL_BEHIND_LOOP_LAG * 1000:
+        reasons.append(f"p99 event-loop lag {lag['p99_ms']:.1f} ms")
+    return {
+        "send_lateness": late,
+        "event_loop_lag": {**lag, "samples": len(lags), "interval_ms": LAG_INTERVAL * 1000},
+        "fell_behind": bool(reasons),
+        "fell_behind_reasons": reasons,
+    }
