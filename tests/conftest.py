@@ -14,14 +14,31 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.fixtures"]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # The suite proves behaviour on PostgreSQL, the production database. Running it on SQLite would
-    # hide exactly what it exists to check (triggers, COPY, locking), so refuse instead of skipping.
+# Fixtures that reach a database: a test using one of these (directly or through another
+# fixture) or marked ``django_db`` needs PostgreSQL.
+DATABASE_FIXTURES = frozenset({"django_db_setup", "db", "transactional_db", "live_server"})
+
+
+def _needs_database(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker("django_db") is not None or bool(names & DATABASE_FIXTURES)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The suite proves behaviour on PostgreSQL, the production database. Running its database tests
+    # on SQLite would hide exactly what they exist to check (triggers, COPY, locking), so refuse
+    # instead of skipping. Tests that touch no database (analysis, the Django-free cores) run
+    # anywhere: `pytest tests/analysis` needs no PostgreSQL.
     engine = settings.DATABASES["default"]["ENGINE"]
-    if "postgresql" not in engine:
+    if "postgresql" in engine:
+        return
+    needing = [item.nodeid for item in items if _needs_database(item)]
+    if needing:
         raise pytest.UsageError(
-            "the test suite runs on PostgreSQL: set DATABASE_URL=postgres://... "
-            f"(the default database is {engine}); use the README's test command"
+            f"{len(needing)} of the selected tests use a database, and the suite's database tests "
+            "run on PostgreSQL: set DATABASE_URL=postgres://... "
+            f"(the default database is {engine}); use the README's test command "
+            f"(first: {needing[0]})"
         )
 
 
