@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specportal.loadgen import Result
-
-from .scripted_server import ScriptedServer, Step, completion_trace
+from tests.specportal.loadgen.scripted_server import ScriptedServer, Step, completion_trace
 
 # reference/vllm-formats.md §1.8, newest layout, without --save-detailed
 VLLM_KEYS_HEAD = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "configs"
 
 
 def specportal(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
