@@ -32,7 +32,3 @@ def configuration_list(
     if search:
         qs = qs.filter(name__icontains=search)
     return qs
-
-
-def configuration_get(*, config_id: int) -> FrozenConfiguration:
-    return FrozenConfiguration.objects.get(pk=config_id)

@@ -11,7 +11,6 @@ imports it freely; ``runs`` never imports ``experiments`` at module level (see
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -29,8 +28,6 @@ from runs.models import Run
 from runs.services import ACTIVE_STATES, run_queue
 from specportal.api.errors import ApplicationError
 from specportal.engines.document import diff
-
-log = logging.getLogger(__name__)
 
 # Sections of a configuration that must be equal across arms: an experiment compares proposals
 # over one target on one engine build.

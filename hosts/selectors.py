@@ -17,10 +17,6 @@ def host_list(*, emulated: bool | None = None, mode: str | None = None) -> Query
     return qs
 
 
-def host_get_by_name(*, name: str) -> GpuHost:
-    return GpuHost.objects.get(name=name)
-
-
 def host_get_by_token(*, token: str) -> GpuHost | None:
     if not token:
         return None

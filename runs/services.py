@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Final
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from hosts.models import GpuHost
@@ -24,8 +22,6 @@ from hosts.services import host_heartbeat_record
 from runs import dispatch
 from runs.models import ResultUpload, Run
 from specportal.api.errors import ApplicationError
-
-log = logging.getLogger(__name__)
 
 # Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
 MAX_ATTEMPTS: Final = 2
@@ -263,7 +259,3 @@ def runs_reap_expired_leases() -> int:
                 transaction.on_commit(functools.partial(experiment_advance_later, experiment_id))
             reaped += 1
     return reaped
-
-
-def active_run_filter() -> Q:
-    return Q(status__in=ACTIVE_STATES)

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from specportal.workload.categories import CATEGORIES, Category
+from specportal.workload.categories import Category
 
 # --- target step time ------------------------------------------------------------------------
 # Kernel-launch and framework floor of one forward pass (ms): why a tiny model is not free.
@@ -218,14 +218,6 @@ def method_family(method: str) -> str:
     if lowered in DRAFT_MODEL_METHODS:
         return "draft"
     return "eagle"
-
-
-def check_categories() -> None:
-    """Every profile covers every category (a guard for additions)."""
-    for profile in ACCEPTANCE_PROFILES.values():
-        missing = set(CATEGORIES) - set(profile.base)
-        if missing:
-            raise ValueError(f"acceptance profile {profile.name} lacks {sorted(missing)}")
 
 
 def draft_params(method: str, target: ModelProfile, draft_model: str | None) -> float:

@@ -132,12 +132,6 @@ class EngineTable:
                 out[item.key] = item
         return out
 
-    def flag_for_key(self, key: str) -> Flag | None:
-        for flag in self.flags:
-            if flag.key == key and flag.names and not flag.removed:
-                return flag
-        return None
-
 
 def _f(names: str, key: str, section: Section, type_: FlagType, **kw: Any) -> Flag:
     """Compact constructor: ``names`` is a space-separated list of spellings."""

@@ -102,10 +102,6 @@ class _Context:
     def add(self, rule: str, severity: Severity, message: str, source: str = "") -> None:
         self.findings.append(Finding(rule, severity, message, source))
 
-    def at_least(self, version: str) -> bool:
-        """True when the build is ``version`` or newer (unknown builds count as newest)."""
-        return flagmod.version_in_range(self.version, version, None) is not False
-
     def at_most(self, version: str) -> bool | None:
         """Whether the build is ``version`` or older; None when the version is unknown."""
         parsed = flagmod.parse_version(self.version or "")

@@ -271,3 +271,11 @@ def test_sglang_adaptive_depth_rises_on_easy_text_and_falls_on_hard_text() -> No
     assert final_depth(0.99) == 7
     assert final_depth(0.1) == 1
     assert adaptive.next_depth(3, 3.1) == 3  # two of three accepted: stay
+
+
+def test_every_acceptance_profile_covers_every_task_category() -> None:
+    # A profile added without a category would make the emulator fail at a request, not at start.
+    from specportal.workload.categories import CATEGORIES
+
+    for profile in ACCEPTANCE_PROFILES.values():
+        assert set(CATEGORIES) <= set(profile.base), profile.name
