@@ -344,7 +344,13 @@ def _write_outputs(args: argparse.Namespace, result: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specportal.loadgen import BenchAborted, PreflightError, report, run_benchmark
+    from specportal.loadgen import (
+        BenchAborted,
+        ClientProcessLost,
+        PreflightError,
+        report,
+        run_benchmark,
+    )
     from specportal.workload.datasets import DatasetError
 
     config = config_from_args(args)
@@ -355,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
         result = run_benchmark(config, progress=progress)
     except PreflightError as exc:
         raise CliError(str(exc)) from None
+    except ClientProcessLost as exc:  # the run failed, not the input
+        raise CliError(str(exc), exit_code=1) from None
     except DatasetError as exc:
         raise CliError(str(exc)) from None
     except BenchAborted as exc:

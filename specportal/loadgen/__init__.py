@@ -15,11 +15,13 @@ from specportal.loadgen.config import BenchConfig, WorkloadSpec
 from specportal.loadgen.records import RequestRecord
 from specportal.loadgen.result import SCHEMA_VERSION, Result
 from specportal.loadgen.runner import BenchAborted, PreflightError, run_benchmark
+from specportal.loadgen.sharding import ClientProcessLost
 
 __all__ = [
     "SCHEMA_VERSION",
     "BenchAborted",
     "BenchConfig",
+    "ClientProcessLost",
     "PreflightError",
     "RequestRecord",
     "Result",

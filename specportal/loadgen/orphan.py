@@ -10,11 +10,15 @@ that died before the child first looked is noticed too). POSIX only, like the fo
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import sys
 from typing import Any, Final
 
 # How often a helper waiting on something else (the next sample) checks for its parent (s).
 PARENT_POLL: Final = 0.5
+PR_SET_NAME: Final = 15  # <linux/prctl.h>
 
 
 def orphaned(parent: int) -> bool:
@@ -31,3 +35,18 @@ class StopOrOrphaned:
 
     def is_set(self) -> bool:
         return orphaned(self.parent) or bool(self.stop.is_set())
+
+
+def name_process(name: str) -> None:
+    """Name this forked helper for ``ps``/``top`` and ``/proc/PID/comm`` (Linux; else nothing).
+
+    A forked child shows its parent's command line; the name tells the metrics sampler and the
+    client processes apart (an operator killing a stuck helper, the tests that kill them).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        return

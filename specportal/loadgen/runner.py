@@ -158,6 +158,8 @@ def run_benchmark(
             "preflight": info,
             "scrapes": [s.to_dict() for s in scrapes],
             "parsed": parsed,
+            # How the sampling child fared (absent when nothing sampled during the run).
+            **({"sampler": scraper.sampler} if scraper is not None and scraper.sampler else {}),
         },
         client_health=client_health(run.records, lags),
         complete=run.stop_reason is None,

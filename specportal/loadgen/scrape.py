@@ -13,10 +13,13 @@ and counter deltas between the before and after scrapes (preemptions, prefix cac
 
 from __future__ import annotations
 
+import contextlib
+import json
 import multiprocessing
 import os
-import queue
+import select
 import signal
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -25,10 +28,12 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from specportal.loadgen.orphan import PARENT_POLL, orphaned
+from specportal.loadgen.orphan import PARENT_POLL, name_process, orphaned
 
 # How long ``MetricsScraper.start`` waits for the sampling process to come up.
 READY_TIMEOUT = 30.0
+# How long ``MetricsScraper.stop`` waits for it to exit (a scrape in flight times out in 5 s).
+STOP_TIMEOUT = 10.0
 
 
 @dataclass
@@ -54,8 +59,10 @@ class MetricsScraper:
         self.scrapes: list[Scrape] = []
         self._client = httpx.Client(timeout=5.0, headers=headers)
         self._proc: Any = None
-        self._proc_stop: Any = None
-        self._queue: Any = None
+        self._stop_w = -1
+        self._samples_file: Any = None
+        # How the sampling child fared: its sample count and how it ended (``server.sampler``).
+        self.sampler: dict[str, Any] = {}
         self.available = True  # False after a 404: the server exposes no metrics
 
     def scrape(self, kind: str) -> Scrape:
@@ -88,95 +95,149 @@ class MetricsScraper:
 
         A process, not a thread: the scrape's Python work (HTTP, decoding) would otherwise hold
         the GIL for up to a switch interval (5 ms) against the timing loop.
+
+        Nothing the child can hold is shared with it: it is told to stop by a byte on a pipe, says
+        it is ready by a byte on another, and appends each sample as one JSON line to a file of
+        its own. A child that dies (killed, OOM) leaves the samples it took in the file, the
+        parent's waits end at its exit, and ``sampler`` says what happened. (A multiprocessing
+        ``Event`` or ``Queue`` here once hung the agent: a child killed inside ``Event.wait``
+        never releases the condition's semaphore that ``Event.set`` then waits for.)
         """
         if not self.available or self.interval <= 0:
             return
         ctx = multiprocessing.get_context("fork")
-        self._proc_stop = ctx.Event()
-        ready = ctx.Event()
-        self._queue = ctx.Queue()
+        stop_r, stop_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        # Closed by ``stop``, after the child is gone: it outlives this call.
+        self._samples_file = tempfile.TemporaryFile(prefix="specportal-samples-")  # noqa: SIM115
         self._proc = ctx.Process(
             target=_sample_forever,
-            args=(self.url, dict(self._client.headers), self.interval,
-                  self._proc_stop, ready, self._queue, os.getpid()),
+            args=(self.url, dict(self._client.headers), self.interval, stop_r, stop_w, ready_r,
+                  ready_w, self._samples_file.fileno(), os.getpid()),
             name="metrics-scraper",
             daemon=True,
         )  # fmt: skip
-        self._proc.start()
+        try:
+            self._proc.start()
+        finally:
+            os.close(stop_r)
+            os.close(ready_w)
+        self._stop_w = stop_w
+        self.sampler = {"interval_s": self.interval, "samples": 0, "exit": None, "error": None}
         # A run must not begin before its sampler samples: on a loaded machine starting the
         # child can take longer than a short run. Waiting costs a fork and a client (~ms); if
         # the child never comes up the run goes on, just without samples.
-        ready.wait(READY_TIMEOUT)
+        try:
+            readable, _, _ = select.select([ready_r], [], [], READY_TIMEOUT)
+            if not readable or not os.read(ready_r, 1):
+                self.sampler["error"] = "the sampler did not start"
+        finally:
+            os.close(ready_r)
 
     def stop(self) -> None:
         if self._proc is None:
             return
-        self._proc_stop.set()
-        try:
-            samples = self._queue.get(timeout=30)
-        except queue.Empty:
-            samples = []
-        self._proc.join(timeout=10)
-        if self._proc.is_alive():
-            self._proc.kill()
-        self._proc = None
+        proc, self._proc = self._proc, None
+        with contextlib.suppress(OSError):  # a dead child closed its end: nothing to tell
+            os.write(self._stop_w, b"s")
+        os.close(self._stop_w)
+        proc.join(STOP_TIMEOUT)  # a scrape in flight ends within the client's timeout
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+            self.sampler["exit"] = f"killed after not stopping within {STOP_TIMEOUT:g} s"
+        elif proc.exitcode == 0:
+            self.sampler["exit"] = "stopped"
+        else:
+            self.sampler["exit"] = _describe_exit(proc.exitcode)
+            self.sampler["error"] = (
+                f"the metrics sampler died during the run ({self.sampler['exit']}); "
+                "the samples it took before are kept"
+            )
+        samples = _read_samples(self._samples_file)
+        self._samples_file.close()
+        self.sampler["samples"] = len(samples)
         # The child stamps absolute perf_counter times (system-wide on Linux), so ``t0`` may be
         # fixed after it started; samples go before the "after" scrape, after the "before" one.
-        for s in samples:
-            s["t"] -= self.t0
-        self.scrapes.extend(Scrape(**s) for s in samples)
-        self.scrapes.sort(key=lambda s: s.t)
+        for sample in samples:
+            sample["t"] -= self.t0
+        self.scrapes.extend(Scrape(**sample) for sample in samples)
+        self.scrapes.sort(key=lambda item: item.t)
 
     def close(self) -> None:
         self.stop()
         self._client.close()
 
 
-def _next_sample(stop: Any, interval: float, parent: int) -> bool:
-    """Wait ``interval``; False if told to stop or the parent is gone (checked every 0.5 s)."""
-    deadline = time.monotonic() + interval
-    while not stop.wait(min(PARENT_POLL, max(0.0, deadline - time.monotonic()))):
-        if orphaned(parent):
-            return False
-        if time.monotonic() >= deadline:
-            return True
-    return False
+def _describe_exit(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _read_samples(file: Any) -> list[dict[str, Any]]:
+    """The samples a child appended, one JSON line each; a line cut by the child's death is
+    dropped."""
+    file.seek(0)
+    out = []
+    for line in file.read().splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
 
 
 def _sample_forever(
     url: str,
     headers: dict[str, str],
     interval: float,
-    stop: Any,
-    ready: Any,
-    out: Any,
+    stop_r: int,
+    stop_w: int,
+    ready_r: int,
+    ready_w: int,
+    out_fd: int,
     parent: int,
 ) -> None:
-    """The sampling process: raw text with absolute timestamps, sent back when told to stop.
+    """The sampling process: raw text with absolute timestamps, one JSON line per sample.
 
-    It ends without sending anything once ``parent`` is gone (orphan.py): nobody would read the
-    samples, and a full queue would block its exit.
+    It stops at a byte on ``stop_r`` or once ``parent`` is gone (orphan.py), polling the parent
+    every ``PARENT_POLL`` while it waits for the next sample.
     """
     # Ctrl-C reaches the whole process group: the parent decides when sampling ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    samples: list[dict[str, Any]] = []
+    name_process("sp-metrics")
+    os.close(stop_w)
+    os.close(ready_r)
     with httpx.Client(timeout=5.0, headers=headers) as client:
-        ready.set()
-        while _next_sample(stop, interval, parent):
+        os.write(ready_w, b"r")
+        os.close(ready_w)
+        deadline = time.monotonic()
+        while True:
+            deadline += interval
+            if _told_to_stop(stop_r, deadline, parent):
+                return
             t, epoch = time.perf_counter(), time.time()
             try:
                 resp = client.get(url)
                 ok = resp.status_code == 200
-                samples.append(
-                    asdict(Scrape("sample", t, epoch, resp.status_code, resp.text if ok else None,
-                                  None if ok else f"HTTP {resp.status_code}"))
-                )  # fmt: skip
+                sample = Scrape("sample", t, epoch, resp.status_code, resp.text if ok else None,
+                                None if ok else f"HTTP {resp.status_code}")  # fmt: skip
             except httpx.HTTPError as exc:
-                samples.append(
-                    asdict(Scrape("sample", t, epoch, None, None, f"{type(exc).__name__}: {exc}"))
-                )
-    if not orphaned(parent):
-        out.put(samples)
+                sample = Scrape("sample", t, epoch, None, None, f"{type(exc).__name__}: {exc}")
+            os.write(out_fd, json.dumps(asdict(sample)).encode() + b"\n")
+
+
+def _told_to_stop(stop_r: int, deadline: float, parent: int) -> bool:
+    """Wait until ``deadline``; True at a stop byte, end-of-file or the parent's death."""
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            return orphaned(parent)
+        readable, _, _ = select.select([stop_r], [], [], min(PARENT_POLL, wait))
+        if readable or orphaned(parent):
+            return True
 
 
 # --- parsing (after the run) ------------------------------------------------------------------

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from specportal.workload.datasets import DatasetError
 from specportal.workload.items import WorkItem
 from specportal.workload.tokenizer import get_tokenizer
 
@@ -62,7 +63,7 @@ def _heads(rng: np.random.Generator, lengths: list[int], vocab: int) -> np.ndarr
             continue
         space = vocab**size
         if len(rows) > space:
-            raise ValueError(
+            raise DatasetError(
                 f"cannot make {len(rows)} distinct prompts of {size} token(s): "
                 f"there are only {space} (use longer prompts or fewer of them)"
             )
