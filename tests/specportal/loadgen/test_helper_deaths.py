@@ -101,9 +101,11 @@ def test_a_killed_client_process_stops_the_run_with_one_line_and_no_leftovers(
                    "--client-processes", "2", "--metrics-interval", "0.1")  # fmt: skip
     try:
         helpers = _wait_for(
-            lambda: (found := _named_children(bench.pid)).keys()
-            >= {"sp-client-0", "sp-client-1", "sp-metrics"}
-            and found,
+            lambda: (
+                (found := _named_children(bench.pid)).keys()
+                >= {"sp-client-0", "sp-client-1", "sp-metrics"}
+                and found
+            ),
             20,
             "both client processes and the sampler start",
         )
