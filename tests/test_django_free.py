@@ -47,6 +47,7 @@ CORES = [
     ("specportal.emulator", PORTAL_ONLY + CELERY),
     ("specportal.workload", PORTAL_ONLY + CELERY),
     ("specportal.formats", PORTAL_ONLY + CELERY),
+    ("specportal.protocol", PORTAL_ONLY + CELERY),
     ("specportal.metrics", PORTAL_ONLY + CELERY),
     ("specportal.realengine", PORTAL_ONLY + CELERY),
     ("specportal.agent", PORTAL_ONLY),
