@@ -217,11 +217,11 @@ def read_run(data: Mapping[str, Any], sha: str, index: int = 0, line: int | None
             if isinstance(server_info.get("model_path"), str)
             else None
         )
-    return RunFile(
+    run = RunFile(
         format=FORMAT,
         layout=generation,
         tool=TOOL,
-        tool_version=version if version else _tag_version(data),
+        tool_version=_tag_version(data),
         sha256=sha,
         index=index,
         line=line,
@@ -251,10 +251,14 @@ def read_run(data: Mapping[str, Any], sha: str, index: int = 0, line: int | None
             if k in data
         },
     )
+    if version:
+        run.load["server_version"] = version  # the server's, from server_info
+    return run
 
 
 def _tag_version(data: Mapping[str, Any]) -> str | None:
-    """SGLang's file names no version; ``--tag sglang-0.5.x`` is the usual way to say it."""
+    """The client's version: SGLang's file names none of its own (``server_info.version`` is the
+    *server's*, kept in ``load``); ``--tag sglang-0.5.x`` is the usual way to say it."""
     tag = data.get("tag")
     if isinstance(tag, str):
         found = re.search(r"(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)", tag)

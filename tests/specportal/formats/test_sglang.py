@@ -62,3 +62,32 @@ def test_a_bad_nested_detail_names_its_path() -> None:
     with pytest.raises(FormatError) as caught:
         read_runs((lines[0] + "\n" + json.dumps(second)).encode())
     assert (caught.value.line, caught.value.field) == (2, "details.itls.0.1")
+
+
+REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.23" / "sglang-0.5.23.bench_serving.jsonl"
+
+
+def test_real_bench_serving_file_reads_both_runs() -> None:
+    """Written by SGLang 0.5.23's client (scripts/sglang-bench-fixture) against the emulator."""
+    native, oai = read_runs(REAL.read_bytes(), filename=REAL.name)
+    lines = [json.loads(line) for line in REAL.read_text().splitlines()]
+    assert (native.layout, oai.layout) == ("gen-a", "gen-a")  # 0.5.23 still writes generation A
+    assert (native.tool_version, native.load["server_version"]) == ("0.5.23", "0.5.6")
+    assert native.model_id == "Qwen/Qwen3-8B"
+    assert (native.max_concurrency, native.request_rate) == (4, float("inf"))
+    assert (oai.max_concurrency, oai.request_rate) == (None, 8.0)
+    for run, line in ((native, lines[0]), (oai, lines[1])):
+        assert run.summary["completed"] == line["completed"] == 24
+        assert run.summary["failed"] == 0
+        assert run.summary["median_ttft_ms"] == line["median_ttft_ms"]
+        assert run.summary["median_e2el_ms"] == line["median_e2e_latency_ms"]
+        assert run.summary["max_concurrent_requests"] == line["max_concurrent_requests"]
+        assert run.requests is not None
+        assert len(run.requests) == 24
+        # SGLang's own ITL median is reproduced from its per-request arrays with vLLM's formula.
+        from specportal import metrics
+
+        gaps = [g for r in run.requests for g in metrics.chunk_gaps(r)]
+        assert metrics.percentile(gaps, 50) * 1000 == pytest.approx(line["median_itl_ms"], rel=1e-9)
+    assert any("per token here" in n for n in native.notes)
+    assert not any("per token here" in n for n in oai.notes)
