@@ -9,6 +9,7 @@ COPY configurations configurations
 COPY hosts hosts
 COPY experiments experiments
 COPY runs runs
+COPY audit audit
 COPY demo demo
 COPY analysis analysis
 COPY templates templates

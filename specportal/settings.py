@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "hosts",
     "experiments",
     "runs",
+    "audit",
     # Last and depended on by nothing: the demo command imports every app.
     "demo",
 ]
@@ -69,6 +70,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The request id and source address of audit events (audit.record reads them).
+    "audit.context.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -234,10 +237,27 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# The audit chain's head is logged with every event (``audit.chain``) to a file of its own, apart
+# from the database, so ``manage.py audit verify --log FILE`` finds deleted newest events.
+AUDIT_HEAD_LOG = Path(
+    env.str("SPECPORTAL_AUDIT_HEAD_LOG", default=str(DATA_DIR / "audit-head.log"))
+)
+AUDIT_HEAD_LOG.parent.mkdir(parents=True, exist_ok=True)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "audit_head": {
+            "class": "logging.FileHandler",
+            "filename": str(AUDIT_HEAD_LOG),
+            "delay": True,
+            "formatter": "timestamped",
+        },
+    },
+    "formatters": {"timestamped": {"format": "%(asctime)s %(message)s"}},
+    "loggers": {"audit.chain": {"handlers": ["audit_head"], "level": "INFO"}},
     "root": {"handlers": ["console"], "level": env.str("SPECPORTAL_LOG_LEVEL", default="INFO")},
 }
 
