@@ -10,6 +10,7 @@ COPY hosts hosts
 COPY experiments experiments
 COPY runs runs
 COPY audit audit
+COPY notifications notifications
 COPY demo demo
 COPY analysis analysis
 COPY templates templates

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "experiments",
     "runs",
     "audit",
+    "notifications",
     # Last and depended on by nothing: the demo command imports every app.
     "demo",
 ]
