@@ -59,6 +59,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand("bench", "specportal.cli.bench", "drive load at a serving endpoint and measure it"),
     Subcommand(
+        "compare",
+        "specportal.cli.compare",
+        "KEEP, DROP or INCONCLUSIVE from result files and objectives (one cell)",
+    ),
+    Subcommand(
         "agent", "specportal.cli.agent", "run the GPU-host agent that executes benchmark runs"
     ),
     Subcommand(
