@@ -380,8 +380,20 @@ def experiment_advance(*, experiment_id: int) -> None:
     if not busy_hosts and not runs.filter(status=Run.Status.PLANNED).exists():
         if experiment.status == Experiment.Status.RUNNING:
             experiment.status = Experiment.Status.DONE
+        announce = experiment.finished_at is None
         experiment.finished_at = experiment.finished_at or timezone.now()
+        if announce:
+            _announce_finished(experiment)
     experiment.save(update_fields=["status", "finished_at"])
+
+
+def _announce_finished(experiment: Experiment) -> None:
+    import notifications
+
+    notifications.emit(
+        "experiment.finished",
+        {"experiment": experiment.pk, "name": experiment.name, "status": experiment.status},
+    )
 
 
 @transaction.atomic
@@ -400,4 +412,5 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
     experiment.status = Experiment.Status.CANCELLED
     experiment.finished_at = now
     experiment.save(update_fields=["status", "finished_at"])
+    _announce_finished(experiment)
     return experiment

@@ -238,6 +238,10 @@ def upload_ingest(*, upload_id: int) -> Run:
     run.requests_failed = failed if records else None
     if envelope.get("error"):
         run.error = f"{run.error}\n{envelope['error']}".strip()
+    if status == Run.Status.FAILED:
+        from runs.services import run_failed_announce
+
+        run_failed_announce(run)
     for key, field in (
         ("report", "engine_report"),
         ("checked", "engine_checked"),

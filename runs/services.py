@@ -256,6 +256,25 @@ def runs_reap_expired_leases() -> int:
                 run.finished_at = now
                 run.lease_expires_at = None
                 run.save(update_fields=["error", "status", "finished_at", "lease_expires_at"])
+                run_failed_announce(run)
                 transaction.on_commit(functools.partial(experiment_advance_later, experiment_id))
             reaped += 1
     return reaped
+
+
+def run_failed_announce(run: Run) -> None:
+    """``run.failed`` for the webhooks and e-mails that asked for it (in the caller's transaction)."""
+    import notifications
+
+    notifications.emit(
+        "run.failed",
+        {
+            "run": run.pk,
+            "experiment": run.experiment_id,
+            "arm": run.arm.label,
+            "cell": run.cell,
+            "repetition": run.repetition,
+            "attempt": run.attempt,
+            "error": run.error[-2000:],
+        },
+    )

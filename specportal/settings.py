@@ -236,7 +236,25 @@ CELERY_BEAT_SCHEDULE = {
         "task": "hosts.hosts_check_health_task",
         "schedule": env.float("SPECPORTAL_BEAT_HOST_HEALTH_SECONDS", default=30.0),
     },
+    # Webhook deliveries whose (re)try message was lost are sent when overdue.
+    "notifications-send-due": {
+        "task": "notifications.deliveries_send_due_task",
+        "schedule": env.float("SPECPORTAL_BEAT_WEBHOOKS_SECONDS", default=30.0),
+    },
 }
+
+# Notifications (notifications/): webhooks go only to public addresses unless this is on (a lab,
+# the tests); attempts per delivery, the first retry's wait (doubling after each failure, capped
+# at an hour) and each POST's timeout.
+SPECPORTAL_WEBHOOKS_ALLOW_PRIVATE = env.bool("SPECPORTAL_WEBHOOKS_ALLOW_PRIVATE", default=False)
+SPECPORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("SPECPORTAL_WEBHOOK_MAX_ATTEMPTS", default=6)
+SPECPORTAL_WEBHOOK_BACKOFF_SECONDS = env.float("SPECPORTAL_WEBHOOK_BACKOFF_SECONDS", default=30.0)
+SPECPORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("SPECPORTAL_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# E-mail through Django's backend: the console backend unless one is configured.
+EMAIL_BACKEND = env.str(
+    "DJANGO_EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="specportal@localhost")
 
 # The audit chain's head is logged with every event (``audit.chain``) to a file of its own, apart
 # from the database, so ``manage.py audit verify --log FILE`` finds deleted newest events.

@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("hosts.urls")),
     path("", include("experiments.urls")),
     path("", include("runs.urls")),
+    path("", include("notifications.urls")),
     path("", home, name="home"),
     # Last: anything else under /api/ is a 404 in the one error shape, with DEBUG on or off
     # (Django's handler404 only applies with DEBUG off, and renders HTML).
