@@ -22,6 +22,7 @@ from configurations import selectors, services
 from configurations.models import EDITABLE_FIELDS, IDENTITY_FIELDS, FrozenConfiguration
 from hosts.selectors import host_find_by_name
 from specportal.api.errors import ApplicationError
+from specportal.api.idempotency import idempotent
 from specportal.api.input import (
     LabelsField,
     StrictCharField,
@@ -153,6 +154,7 @@ class ConfigurationListApi(APIView):
         description="Idempotent: the same content (after normalisation) returns the stored "
         'configuration with 200 and "created": false.',
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, ("document", "name", "description", "labels"))
         serializer = self.ConfigurationCreateInputSerializer(data=request.data)
@@ -179,6 +181,7 @@ class ConfigurationDetailApi(APIView):
         return Response(ConfigurationOutput(config).data)
 
     @extend_schema(request=UpdateSerializer, responses=ConfigurationOutput)
+    @idempotent
     def patch(self, request: Request, config_id: int) -> Response:
         config = get_object_or_404(FrozenConfiguration, pk=config_id)
         refuse_unknown_fields(request.data, EDITABLE_FIELDS, (*IDENTITY_FIELDS, "id"))
@@ -188,6 +191,7 @@ class ConfigurationDetailApi(APIView):
         return Response(ConfigurationOutput(config).data)
 
     @extend_schema(request=None, responses={204: None})
+    @idempotent
     def delete(self, request: Request, config_id: int) -> Response:
         config = get_object_or_404(FrozenConfiguration, pk=config_id)
         services.configuration_delete(config=config)
@@ -314,6 +318,7 @@ class DocumentLintApi(APIView):
     permission_classes = (IsViewer,)
 
     @extend_schema(request=DocumentInput, responses=FINDINGS_OUTPUT)
+    @idempotent
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, ("document", "host"))
         serializer = DocumentInput(data=request.data)
@@ -333,6 +338,7 @@ class DocumentLaunchCommandApi(APIView):
     permission_classes = (IsViewer,)
 
     @extend_schema(request=DocumentInput, responses=LAUNCH_OUTPUT)
+    @idempotent
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, ("document",))
         serializer = DocumentInput(data=request.data)
@@ -377,6 +383,7 @@ class ImportCommandApi(APIView):
             },
         ),
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(
             request.data,

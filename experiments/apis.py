@@ -19,6 +19,7 @@ from experiments.planning import estimated_wall_seconds
 from hosts.models import GpuHost
 from runs.apis import RunOutput
 from runs.selectors import run_list
+from specportal.api.idempotency import idempotent
 from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
 
 
@@ -109,6 +110,7 @@ class ExperimentListApi(APIView):
         request=ExperimentCreateInputSerializer,
         responses={201: ExperimentOutput},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         # A misspelt optional key (``nmae``, ``warmup``) would silently take its default.
         refuse_unknown_fields(request.data, tuple(self.ExperimentCreateInputSerializer().fields))
@@ -191,6 +193,7 @@ class ExperimentPlanApi(APIView):
         return Response(_plan_body(experiment))
 
     @extend_schema(operation_id="experiments_plan_create", request=None, responses=PLAN_OUTPUT)
+    @idempotent
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         services.experiment_plan(experiment=experiment)
@@ -217,6 +220,7 @@ class ExperimentStartApi(APIView):
         request=ExperimentStartInputSerializer,
         responses=ExperimentOutput,
     )
+    @idempotent
     def post(self, request: Request, experiment_id: int) -> Response:
         refuse_unknown_fields(request.data, tuple(self.ExperimentStartInputSerializer().fields))
         data = self.ExperimentStartInputSerializer(data=request.data)
@@ -232,6 +236,7 @@ class ExperimentCancelApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
     @extend_schema(operation_id="experiments_cancel", request=None, responses=ExperimentOutput)
+    @idempotent
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(experiment_id=experiment_id)
         services.experiment_cancel(experiment=experiment)

@@ -19,6 +19,7 @@ from accounts.permissions import IsOperator, IsOperatorOrReadOnly
 from hosts import selectors, services
 from hosts.models import GpuHost
 from specportal.api.errors import ApplicationError
+from specportal.api.idempotency import idempotent
 from specportal.api.input import LabelsField, refuse_unknown_fields, refuse_unknown_filters
 
 
@@ -89,6 +90,7 @@ class HostListApi(APIView):
         return Response(HostOutput(hosts, many=True).data)
 
     @extend_schema(request=HostInput, responses={201: HostOutput})
+    @idempotent
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, HOST_INPUT_FIELDS)
         serializer = HostInput(data=request.data)
@@ -105,6 +107,7 @@ class HostDetailApi(APIView):
         return Response(HostOutput(get_object_or_404(GpuHost, name=name)).data)
 
     @extend_schema(request=HostInput(partial=True), responses=HostOutput)
+    @idempotent
     def patch(self, request: Request, name: str) -> Response:
         host = get_object_or_404(GpuHost, name=name)
         allowed = tuple(f for f in HOST_INPUT_FIELDS if f != "name")
@@ -121,6 +124,7 @@ class HostDetailApi(APIView):
         return Response(HostOutput(host).data)
 
     @extend_schema(request=None, responses={204: None})
+    @idempotent
     def delete(self, request: Request, name: str) -> Response:
         services.host_delete(host=get_object_or_404(GpuHost, name=name))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -144,6 +148,7 @@ class HostTokenApi(APIView):
             )
         },
     )
+    # Not @idempotent: a replay would have to keep the token in clear; issuing again is safe.
     def post(self, request: Request, name: str) -> Response:
         host = get_object_or_404(GpuHost, name=name)
         token = services.host_token_issue(host=host)
@@ -153,6 +158,7 @@ class HostTokenApi(APIView):
         )
 
     @extend_schema(request=None, responses={204: None})
+    @idempotent
     def delete(self, request: Request, name: str) -> Response:
         services.host_token_revoke(host=get_object_or_404(GpuHost, name=name))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from accounts.permissions import IsViewer
 from notifications import EVENTS, selectors, services
 from notifications.models import Webhook
+from specportal.api.idempotency import idempotent
 from specportal.api.input import refuse_unknown_fields
 
 
@@ -85,6 +86,7 @@ class WebhookListApi(APIView):
         "`X-SpecPortal-Signature: sha256=HMAC-SHA256(secret, body)`; the secret is shown only "
         "in this answer. Loopback, link-local and private addresses are refused.",
     )
+    # Not @idempotent: a replay would have to keep the secret in clear.
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, ("url", "events"))
         data = WebhookInput(data=request.data)
@@ -107,6 +109,7 @@ class WebhookDetailApi(APIView):
         return Response(WebhookOutput(_own(request, webhook_id)).data)
 
     @extend_schema(operation_id="webhooks_destroy", responses={204: None})
+    @idempotent
     def delete(self, request: Request, webhook_id: int) -> Response:
         services.webhook_delete(webhook=_own(request, webhook_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -144,6 +147,7 @@ class EmailPreferencesApi(APIView):
         examples=[OpenApiExample("opt in", value={"events": ["experiment.finished"]})],
         description="Opt in to e-mail for these events (the list replaces the previous one).",
     )
+    @idempotent
     def put(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, ("events",))
         data = EmailPreferencesInput(data=request.data)

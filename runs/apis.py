@@ -22,6 +22,7 @@ from accounts.permissions import IsExperimenterOrReadOnly
 from runs import selectors, services
 from runs.models import Run
 from specportal.api.errors import ApplicationError
+from specportal.api.idempotency import idempotent
 from specportal.api.input import refuse_unknown_filters
 
 MAX_PAGE: Final = 1000
@@ -124,6 +125,7 @@ class RunCancelApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
     @extend_schema(operation_id="runs_cancel", request=None, responses=RunDetailOutput)
+    @idempotent
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         services.run_cancel(run=run)

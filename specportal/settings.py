@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "runs",
     "audit",
     "notifications",
+    # The shared API plumbing has one table: the Idempotency-Key answers.
+    "specportal.api",
     # Last and depended on by nothing: the demo command imports every app.
     "demo",
 ]
