@@ -71,6 +71,18 @@ class ExperimentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         # Creating goes through the API, whose service checks the arms and the objectives.
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A started experiment is locked: the database refuses to delete it (or its arms).
+        if obj is not None and obj.locked_at is not None:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # The bulk delete would meet locked experiments: delete drafts one by one instead.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
 
 @admin.register(Arm)
 class ArmAdmin(ReadOnlyAdmin):

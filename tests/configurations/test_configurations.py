@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from django.db import DatabaseError, connections, transaction
 from django.db.models import QuerySet
 
-from configurations.models import FrozenConfiguration, ImmutableConfigurationError
+from configurations.models import (
+    ConfigurationTombstone,
+    FrozenConfiguration,
+    IdentityMismatchError,
+    ImmutableConfigurationError,
+)
 from configurations.services import configuration_create, configuration_update
 from specportal.api.errors import ApplicationError
+from specportal.engines.document import canonical_json, prepare
 from tests.configurations.factories import VLLM_EAGLE3, document
 
 pytestmark = pytest.mark.django_db(databases=["default", "sqlite"])
@@ -165,3 +174,188 @@ def _stored(alias: str) -> FrozenConfiguration:
         method=ident.method,
         document=normalised,
     )
+
+
+# --- identity on INSERT, ids never reused (issue 15, finding 10) --------------------------------
+
+
+def raw_insert_values(doc: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """Column values of a raw INSERT of ``doc`` whose identity agrees, then ``overrides``."""
+    normalised, ident = prepare(doc)
+    values: dict[str, Any] = {
+        "config_hash": ident.config_hash,
+        "target_hash": ident.target_hash,
+        "proposal_hash": ident.proposal_hash,
+        "engine": normalised["engine"],
+        "method": ident.method,
+        "document": json.dumps(normalised),
+        "name": "raw",
+        "description": "",
+        "labels": "{}",
+        "created_at": "2026-12-01 10:00:00+00:00",
+        "canonical": ident.canonical,
+        "target_canonical": canonical_json(normalised["target"]),
+        "proposal_canonical": canonical_json(normalised["proposal"]),
+    }
+    values.update(overrides)
+    return values
+
+
+def raw_insert(cursor: Any, values: dict[str, Any]) -> None:
+    columns = ", ".join(values)
+    cursor.execute(
+        f"INSERT INTO configurations_frozenconfiguration ({columns}) "
+        f"VALUES ({', '.join(['%s'] * len(values))})",
+        list(values.values()),
+    )
+
+
+OTHER = document(proposal__num_speculative_tokens=2)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({"config_hash": "0" * 64}, id="config_hash-not-the-documents"),
+        pytest.param({"target_hash": "0" * 64}, id="target_hash-not-the-targets"),
+        pytest.param({"proposal_hash": "0" * 64}, id="proposal_hash-not-the-proposals"),
+        pytest.param(
+            {"document": json.dumps(prepare(OTHER)[0])}, id="document-not-the-canonical-bytes"
+        ),
+        pytest.param(
+            {"canonical": prepare(OTHER)[1].canonical}, id="canonical-of-another-document"
+        ),
+        pytest.param({"canonical": b"\xff\xfe not json"}, id="canonical-not-json"),
+        pytest.param(
+            {"target_canonical": canonical_json({"model": "other"})}, id="target-bytes-differ"
+        ),
+        pytest.param({"engine": "sglang"}, id="engine-not-the-documents"),
+        pytest.param(
+            {
+                key: raw_insert_values(OTHER)[key]
+                for key in ("config_hash", "target_hash", "proposal_hash", "canonical")
+            },
+            id="another-documents-identity-beside-this-document",
+        ),
+    ],
+)
+def test_postgres_refuses_an_insert_whose_identity_does_not_match_its_document(
+    overrides: dict[str, Any],
+) -> None:
+    with (
+        pytest.raises(DatabaseError, match="does not match its document"),
+        transaction.atomic(),
+        connections["default"].cursor() as cursor,
+    ):
+        raw_insert(cursor, raw_insert_values(VLLM_EAGLE3, **overrides))
+    assert not FrozenConfiguration.objects.exists()
+
+
+def test_postgres_accepts_a_raw_insert_whose_identity_agrees() -> None:
+    with connections["default"].cursor() as cursor:
+        raw_insert(cursor, raw_insert_values(VLLM_EAGLE3))
+    stored = FrozenConfiguration.objects.get()
+    assert stored.identity_problems() == []
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"config_hash": "0" * 64},
+        {"method": "ngram"},
+        {"engine": "sglang"},
+        {"target_hash": "1" * 64},
+    ],
+)
+def test_the_model_refuses_an_insert_whose_identity_does_not_match(
+    alias: str, changes: dict[str, Any]
+) -> None:
+    # On SQLite (no sha256() in SQL) this is the only check of an INSERT; the README says so.
+    normalised, ident = prepare(VLLM_EAGLE3)
+    fields: dict[str, Any] = {
+        "config_hash": ident.config_hash,
+        "target_hash": ident.target_hash,
+        "proposal_hash": ident.proposal_hash,
+        "engine": "vllm",
+        "method": ident.method,
+        "document": normalised,
+        **changes,
+    }
+    manager = FrozenConfiguration.objects.using(alias)
+    with pytest.raises(IdentityMismatchError):
+        manager.create(**fields)
+    with pytest.raises(IdentityMismatchError):
+        manager.bulk_create([FrozenConfiguration(**fields)])
+    assert not manager.exists()
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+def test_a_deleted_id_cannot_be_inserted_again_with_another_document(alias: str) -> None:
+    config = _stored(alias)
+    with connections[alias].cursor() as cursor:
+        cursor.execute("DELETE FROM configurations_frozenconfiguration WHERE id = %s", [config.pk])
+    tombstone = ConfigurationTombstone.objects.using(alias).get(pk=config.pk)
+    assert tombstone.config_hash == config.config_hash
+    # A coherent row (hashes agree with its document) under the deleted id: still refused.
+    for doc in (OTHER, VLLM_EAGLE3):
+        values = raw_insert_values(doc, id=config.pk)
+        with (
+            pytest.raises(DatabaseError, match="deleted and cannot be used again"),
+            transaction.atomic(using=alias),
+            connections[alias].cursor() as cursor,
+        ):
+            raw_insert(cursor, values)
+    assert not FrozenConfiguration.objects.using(alias).filter(pk=config.pk).exists()
+    # the same document may be stored again, under a new id
+    again = FrozenConfiguration.objects.using(alias).create(**_fields(VLLM_EAGLE3))
+    assert again.pk != config.pk
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM configurations_configurationtombstone WHERE id = %s",
+        "UPDATE configurations_configurationtombstone SET id = id + 1000 WHERE id = %s",
+    ],
+)
+def test_tombstones_are_append_only(alias: str, statement: str) -> None:
+    config = _stored(alias)
+    FrozenConfiguration.objects.using(alias).filter(pk=config.pk).delete()
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+    ):
+        cursor.execute(statement, [config.pk])
+    assert ConfigurationTombstone.objects.using(alias).filter(pk=config.pk).exists()
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+@pytest.mark.parametrize("column", ["canonical", "target_canonical", "proposal_canonical"])
+def test_the_canonical_bytes_are_identity_too(alias: str, column: str) -> None:
+    config = _stored(alias)
+    with (
+        pytest.raises(DatabaseError, match="immutable"),
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+    ):
+        cursor.execute(
+            f"UPDATE configurations_frozenconfiguration SET {column} = %s WHERE id = %s",
+            [b"{}", config.pk],
+        )
+    with pytest.raises(ImmutableConfigurationError):
+        FrozenConfiguration.objects.using(alias).filter(pk=config.pk).update(**{column: b"{}"})
+
+
+def _fields(doc: dict[str, Any]) -> dict[str, Any]:
+    normalised, ident = prepare(doc)
+    return {
+        "config_hash": ident.config_hash,
+        "target_hash": ident.target_hash,
+        "proposal_hash": ident.proposal_hash,
+        "engine": normalised["engine"],
+        "method": ident.method,
+        "document": normalised,
+    }

@@ -126,3 +126,23 @@ def test_measured_results_cannot_be_changed_added_or_deleted_in_the_admin(
     admin_client.post(f"/admin/runs/run/{run.pk}/change/", {"status": "failed"})
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
+
+
+def test_a_locked_experiment_cannot_be_deleted_in_the_admin(
+    admin_client: Client, records: dict[type[Model], Model]
+) -> None:
+    # The database refuses it (its arms and hosts are locked): the admin does not offer it.
+    locked = records[Experiment]
+    url = f"/admin/experiments/experiment/{locked.pk}/delete/"
+    assert admin_client.post(url, {"post": "yes"}).status_code == 403
+    changelist = admin_client.get("/admin/experiments/experiment/").content.decode()
+    assert "delete_selected" not in changelist
+    assert Experiment.objects.filter(pk=locked.pk).exists()
+    draft = Experiment.objects.get(name="draft")
+    assert (
+        admin_client.post(
+            f"/admin/experiments/experiment/{draft.pk}/delete/", {"post": "yes"}
+        ).status_code
+        == 302
+    )
+    assert not Experiment.objects.filter(pk=draft.pk).exists()
