@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.permissions import IsExperimenterOrReadOnly
+from analysis.objectives import objectives_hash
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from configurations.models import FrozenConfiguration
 from experiments import selectors, services
@@ -243,3 +244,35 @@ class ExperimentCancelApi(APIView):
         return Response(
             ExperimentOutput(selectors.experiment_get(experiment_id=experiment_id)).data
         )
+
+
+class ObjectivesValidateApi(APIView):
+    """POST an objectives document (and optionally the experiment's load and workload names):
+    200 with its normalised form and hash, or 400 with the field errors experiment creation
+    would give (``objectives.<path>``). Nothing is stored; the new-experiment page calls it as
+    the user types."""
+
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    class ObjectivesValidateInput(serializers.Serializer[Any]):
+        objectives = serializers.JSONField()
+        loads = serializers.ListField(child=serializers.CharField(), required=False)
+        workloads = serializers.ListField(child=serializers.CharField(), required=False)
+
+    @extend_schema(
+        request=ObjectivesValidateInput,
+        responses=inline_serializer(
+            "ObjectivesValidateOutput",
+            {"objectives": serializers.JSONField(), "sha256": serializers.CharField()},
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        refuse_unknown_fields(request.data, ("objectives", "loads", "workloads"))
+        data = self.ObjectivesValidateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        normalised = services.objectives_check(
+            data.validated_data["objectives"],
+            loads=data.validated_data.get("loads"),
+            workloads=data.validated_data.get("workloads"),
+        )
+        return Response({"objectives": normalised, "sha256": objectives_hash(normalised)})

@@ -99,3 +99,47 @@ class Arm(models.Model):
     @property
     def is_baseline(self) -> bool:
         return self.position == 0
+
+
+class ExperimentFigures(models.Model):
+    """One section of an experiment page's figures, precomputed (``experiments.figures``).
+
+    ``section`` is ``workload:<name>`` (load curves, Pareto, predicted vs measured) or
+    ``cell:<workload>/<load>`` (ECDFs, tokens per chunk, acceptance, the tail table). ``version``
+    is a digest of the inputs (finished runs with their attempts, the verdict), so a new run or a
+    new verdict makes a new version and the page redraws only the sections whose version moved.
+    ``figures_gzip`` is the figure JSON already serialised and gzip'd: the page's figure request
+    sends these bytes as they are.
+    """
+
+    experiment = models.ForeignKey(
+        Experiment, on_delete=models.CASCADE, related_name="figure_sections"
+    )
+    section = models.CharField(max_length=250)
+    position = models.PositiveIntegerField(default=0)  # order on the page
+    version = models.CharField(max_length=64)
+    figures_gzip = models.BinaryField()
+    rows = models.JSONField(default=dict)  # the table behind each figure (CSV downloads)
+    tail = models.JSONField(default=list)  # a cell's tail table, drawn as HTML
+    # A cell's pooled ECDF curves and tokens-per-chunk counts per arm, for comparisons.
+    curves = models.JSONField(default=dict)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("experiment", "position")
+        constraints = (
+            models.UniqueConstraint(
+                fields=["experiment", "section"], name="experiment_figures_section_unique"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.section} of experiment {self.experiment_id}"
+
+    @property
+    def kind(self) -> str:
+        return self.section.partition(":")[0]
+
+    @property
+    def name(self) -> str:
+        return self.section.partition(":")[2]

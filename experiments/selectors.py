@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import date
 from typing import Any, Final
 
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
+from analysis.figures import arm_colour
 from analysis.prefixcache import compare_arms
 from experiments.models import Experiment
 from runs.selectors import acceptance_rate
@@ -115,3 +117,112 @@ def experiment_cells(*, experiment: Experiment) -> list[dict[str, Any]]:
                 }
             )
     return cells
+
+
+# --- the experiments list ---------------------------------------------------------------------
+
+EXPERIMENT_SORTS: Final = {
+    "-started": ("-started_at", "-id"),
+    "started": ("started_at", "id"),
+    "-created": ("-created_at", "-id"),
+    "name": ("name", "id"),
+    "-name": ("-name", "-id"),
+    "status": ("status", "-id"),
+}
+FINISHED_RUN_STATES: Final = ("done", "incomplete", "failed", "cancelled")
+
+
+def experiment_filtered(*, filters: Mapping[str, str]) -> QuerySet[Experiment]:
+    """The list's filters (state, engine, method, target model, host, label ``key=value`` or
+    ``key``, started from/to) and sort; the verdict filter needs the verdict documents and is
+    applied by ``experiment_rows_filtered``."""
+    qs = experiment_list().annotate(
+        run_count=Count("runs", distinct=True),
+        finished_count=Count("runs", filter=Q(runs__status__in=FINISHED_RUN_STATES), distinct=True),
+    )
+    if state := filters.get("state"):
+        qs = qs.filter(status=state)
+    if engine := filters.get("engine"):
+        qs = qs.filter(arms__configuration__engine=engine)
+    if method := filters.get("method"):
+        qs = qs.filter(arms__configuration__method=method)
+    if target := filters.get("target"):
+        qs = qs.filter(arms__configuration__document__target__model__icontains=target)
+    if host := filters.get("host"):
+        qs = qs.filter(hosts__name=host)
+    if label := filters.get("label"):
+        key, sep, value = label.partition("=")
+        if sep:
+            qs = qs.filter(arms__configuration__labels__contains={key.strip(): value.strip()})
+        else:
+            qs = qs.filter(arms__configuration__labels__has_key=key.strip())
+    for name, lookup in (("from", "gte"), ("to", "lte")):
+        value = filters.get(name)
+        if value:
+            try:
+                day = date.fromisoformat(value)
+            except ValueError:
+                continue
+            qs = qs.filter(**{f"created_at__date__{lookup}": day})
+    return qs.distinct().order_by(
+        *EXPERIMENT_SORTS.get(filters.get("sort", ""), ("-created_at", "-id"))
+    )
+
+
+def experiment_rows(experiments: Iterable[Experiment]) -> list[dict[str, Any]]:
+    """What a reader scans per experiment: arms, cells, verdict per candidate, started,
+    duration, emulated or not, and progress."""
+    from experiments.verdicts import experiment_verdict
+
+    rows = []
+    for experiment in experiments:
+        arms = sorted(experiment.arms.all(), key=lambda a: a.position)
+        verdict = experiment_verdict(experiment)
+        states = {c["arm"]: c.get("state") for c in (verdict or {}).get("candidates", [])}
+        total = getattr(experiment, "run_count", None)
+        finished = getattr(experiment, "finished_count", None)
+        if total is None:
+            counts = experiment.runs.aggregate(
+                total=Count("id"), finished=Count("id", filter=Q(status__in=FINISHED_RUN_STATES))
+            )
+            total, finished = counts["total"], counts["finished"]
+        hosts = sorted(experiment.hosts.all(), key=lambda h: h.name)
+        started, ended = experiment.started_at, experiment.finished_at
+        duration = None
+        if started and ended:
+            seconds = int((ended - started).total_seconds())
+            duration = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        baseline = arms[0].configuration if arms else None
+        rows.append(
+            {
+                "experiment": experiment,
+                "arms": [{"label": a.label, "colour": arm_colour(a.position)} for a in arms],
+                "cells": len(experiment.workloads) * len(experiment.loads),
+                "verdicts": [{"arm": a.label, "state": states.get(a.label)} for a in arms[1:]],
+                "target": ((baseline.document if baseline else {}).get("target") or {}).get(
+                    "model", ""
+                ),
+                "duration": duration,
+                "hosts": ", ".join(h.name for h in hosts),
+                "emulated": any(h.emulated for h in hosts),
+                "total": total or 0,
+                "finished": finished or 0,
+                "percent": round(100 * (finished or 0) / total) if total else 0,
+            }
+        )
+    return rows
+
+
+def experiment_rows_filtered(
+    experiments: Iterable[Experiment], *, verdict: str
+) -> list[Experiment]:
+    """Experiments where some candidate's overall verdict is ``verdict`` (``pending``: none)."""
+    from experiments.verdicts import experiment_verdict
+
+    out = []
+    for experiment in experiments:
+        document = experiment_verdict(experiment)
+        states = [c.get("state") for c in (document or {}).get("candidates", [])]
+        if (verdict == "pending" and (document is None or None in states)) or verdict in states:
+            out.append(experiment)
+    return out

@@ -54,6 +54,21 @@ LOAD_KEYS: Final = frozenset(
 )
 
 
+def objectives_check(
+    objectives: Any, *, loads: list[str] | None = None, workloads: list[str] | None = None
+) -> dict[str, Any]:
+    """Validate an objectives document as experiment creation does, storing nothing: the
+    normalised form, or ``ApplicationError`` with ``objectives.<path>`` field errors."""
+    try:
+        return validate_objectives(objectives, loads=loads, workloads=workloads)
+    except ObjectivesError as exc:
+        fields = {
+            (f"objectives.{path}" if path else "objectives"): messages
+            for path, messages in exc.fields.items()
+        }
+        raise ApplicationError("The objectives are not valid.", fields=fields) from None
+
+
 def _check_named_list(
     items: Any, section: str, allowed: frozenset[str], errors: dict[str, list[str]]
 ) -> list[dict[str, Any]]:

@@ -29,5 +29,34 @@ urlpatterns = [
         apis.ExperimentCancelApi.as_view(),
         name="api-experiment-cancel",
     ),
+    path(
+        "api/v1/objectives/validate/",
+        apis.ObjectivesValidateApi.as_view(),
+        name="api-objectives-validate",
+    ),
+    path("experiments/", views.experiment_list_page, name="experiment-list"),
+    path("experiments/new/", views.experiment_new_page, name="experiment-new"),
     path("experiments/<int:experiment_id>/", views.experiment_page, name="experiment-page"),
+    path("experiments/<int:experiment_id>/live/", views.experiment_live, name="experiment-live"),
+    path(
+        "experiments/<int:experiment_id>/sections/<int:section_id>/",
+        views.cell_fragment,
+        name="experiment-section",
+    ),
+    path(
+        "experiments/<int:experiment_id>/sections/<int:section_id>/figures.json",
+        views.section_figures,
+        name="experiment-section-figures",
+    ),
+    path(
+        "experiments/<int:experiment_id>/sections/<int:section_id>/<slug:name>.csv",
+        views.section_csv,
+        name="experiment-section-csv",
+    ),
+    path(
+        "experiments/<int:experiment_id>/cells/<int:section_id>/",
+        views.cell_page,
+        name="experiment-cell",
+    ),
+    path("compare/", views.compare_page, name="compare"),
 ]

@@ -1,36 +1,328 @@
+"""Server-rendered experiment pages: the list, one experiment (verdict first), a cell, the
+comparison of any runs or arms, and the new-experiment form. Reads only: writes go through the
+API (the form posts to it), so a page never holds a second copy of a rule."""
+
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+import gzip
+import json
+from typing import Any
 
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from accounts import roles
+from accounts.selectors import user_has_role
+from analysis.figures import arm_colour, rows_to_csv
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
+from configurations.models import FrozenConfiguration
+from experiments import compare as comparing
 from experiments import selectors
+from experiments.figures import sections_list
+from experiments.models import Experiment, ExperimentFigures
 from experiments.planning import estimated_wall_seconds
+from experiments.verdicts import cell_verdict, experiment_verdict, verdict_view
+from hosts.models import GpuHost
 from runs.models import Run
 from runs.selectors import run_list
+from specportal.engines.document import diff
+from specportal.engines.flags import ENGINES
+
+PAGE_SIZE = 25
+LIST_FILTERS = ("state", "verdict", "engine", "method", "target", "host", "label", "from", "to")
+
+
+@login_required
+def experiment_list_page(request: HttpRequest) -> HttpResponse:
+    """Every experiment, filtered and sorted by the query string (so a link keeps the view)."""
+    filters = {key: request.GET.get(key, "").strip() for key in (*LIST_FILTERS, "sort")}
+    experiments: Any = selectors.experiment_filtered(filters=filters)
+    if filters["verdict"]:
+        experiments = selectors.experiment_rows_filtered(
+            experiments[:1000], verdict=filters["verdict"]
+        )
+    page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "rows": selectors.experiment_rows(page.object_list),
+        "page": page,
+        "filters": filters,
+        "query": query.urlencode(),
+        "states": [s.value for s in Experiment.Status],
+        "verdicts": ["KEEP", "DROP", "INCONCLUSIVE", "pending"],
+        "engines": ENGINES,
+        "methods": sorted(set(FrozenConfiguration.objects.values_list("method", flat=True))),
+        "hosts": list(GpuHost.objects.order_by("name").values_list("name", flat=True)),
+        "sorts": list(selectors.EXPERIMENT_SORTS),
+    }
+    return render(request, "experiments/experiment_list.html", context)
+
+
+def _finished(runs: list[Run]) -> int:
+    return sum(1 for r in runs if r.status in selectors.FINISHED_RUN_STATES)
+
+
+def _arms(experiment: Experiment) -> list[dict[str, Any]]:
+    arms = sorted(experiment.arms.all(), key=lambda a: a.position)
+    baseline = arms[0].configuration.document if arms else {}
+    return [
+        {
+            "arm": arm,
+            "colour": arm_colour(arm.position),
+            "diff": [
+                {
+                    "path": d["path"],
+                    "baseline": json.dumps(d["left"]) if "left" in d else "(absent)",
+                    "value": json.dumps(d["right"]) if "right" in d else "(absent)",
+                }
+                for d in diff(baseline, arm.configuration.document)
+            ]
+            if arm.position
+            else [],
+        }
+        for arm in arms
+    ]
+
+
+def _sections(experiment: Experiment) -> list[dict[str, Any]]:
+    """Per workload: its section (load curves) and its cells' sections, in page order."""
+    stored = {s.section: s for s in sections_list(experiment=experiment)}
+    out = []
+    for workload in experiment.workloads:
+        name = workload["name"]
+        out.append(
+            {
+                "workload": name,
+                "section": stored.get(f"workload:{name}"),
+                "cells": [
+                    {
+                        "cell": f"{name}/{load['name']}",
+                        "load": load["name"],
+                        "section": stored.get(f"cell:{name}/{load['name']}"),
+                    }
+                    for load in experiment.loads
+                ],
+            }
+        )
+    return out
+
+
+def _experiment_context(experiment: Experiment) -> dict[str, Any]:
+    runs = list(run_list(filters={"experiment": str(experiment.pk)}))
+    arms = _arms(experiment)
+    hosts = sorted(experiment.hosts.all(), key=lambda h: h.name)
+    verdict = experiment_verdict(experiment)
+    view = verdict_view(
+        verdict,
+        arms=[a["arm"].label for a in arms],
+        workloads=[w["name"] for w in experiment.workloads],
+        loads=[load["name"] for load in experiment.loads],
+    )
+    return {
+        "experiment": experiment,
+        "runs": runs,
+        "finished": _finished(runs),
+        "estimated_seconds": estimated_wall_seconds(runs),
+        "arms": arms,
+        "hosts": hosts,
+        "emulated": any(h.emulated for h in hosts) or view["emulated"],
+        "verdict": view,
+        "sections": _sections(experiment),
+        "mismatched_runs": [r for r in runs if r.mismatches],
+        "live": experiment.status in (Experiment.Status.RUNNING, Experiment.Status.DRAFT)
+        and experiment.started_at is not None,
+        "objectives_json": json.dumps(experiment.objectives, indent=2),
+        "prefix_cache_tolerance": PREFIX_CACHE_TOLERANCE,
+    }
 
 
 @login_required
 def experiment_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    """The plan and its progress, runs in execution order, each arm's figures per cell."""
+    """Verdicts first; then arms and their diff, figures per workload and cell, the runs in
+    execution order, lint findings and self-report mismatches."""
     experiment = selectors.experiment_get(experiment_id=experiment_id)
-    runs = list(run_list(filters={"experiment": str(experiment.pk)}))
-    finished = sum(
-        1
-        for r in runs
-        if r.status
-        in (Run.Status.DONE, Run.Status.INCOMPLETE, Run.Status.FAILED, Run.Status.CANCELLED)
-    )
-    context = {
-        "estimated_seconds": estimated_wall_seconds(runs),
-        "experiment": experiment,
-        "arms": list(experiment.arms.all()),
-        "hosts": sorted(experiment.hosts.all(), key=lambda h: h.name),
-        "runs": runs,
-        "finished": finished,
-        "cells": selectors.experiment_cells(experiment=experiment),
-        "figure_keys": selectors.SIDE_BY_SIDE_KEYS,
-        "prefix_cache_tolerance": PREFIX_CACHE_TOLERANCE,
-    }
+    context = _experiment_context(experiment)
+    context["can_run_again"] = user_has_role(request.user, roles.EXPERIMENTER)
     return render(request, "experiments/experiment.html", context)
+
+
+@login_required
+def experiment_live(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """The parts of a running experiment's page that change (htmx polls it): progress, the
+    verdict block, the runs, and each figure section's version (the page redraws a figure only
+    when its section's version moved)."""
+    experiment = selectors.experiment_get(experiment_id=experiment_id)
+    return render(request, "experiments/experiment_live.html", _experiment_context(experiment))
+
+
+def _section(
+    experiment_id: int, section_id: int, *, with_figures: bool = False
+) -> ExperimentFigures:
+    qs = ExperimentFigures.objects.filter(experiment_id=experiment_id, pk=section_id)
+    if not with_figures:
+        qs = qs.defer("figures_gzip", "curves")
+    return get_object_or_404(qs)
+
+
+@login_required
+@require_GET
+def section_figures(request: HttpRequest, experiment_id: int, section_id: int) -> HttpResponse:
+    """A section's figures as stored: gzip'd JSON sent as it is (computed when runs landed)."""
+    section = _section(experiment_id, section_id, with_figures=True)
+    body = bytes(section.figures_gzip)
+    etag = f'"{section.version}"'
+    if request.headers.get("If-None-Match") == etag:
+        return HttpResponse(status=304)
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        response = HttpResponse(body, content_type="application/json")
+        response["Content-Encoding"] = "gzip"
+    else:
+        response = HttpResponse(gzip.decompress(body), content_type="application/json")
+    response["ETag"] = etag
+    response["Vary"] = "Accept-Encoding"
+    response["Cache-Control"] = "private, no-cache"
+    return response
+
+
+@login_required
+@require_GET
+def section_csv(
+    request: HttpRequest, experiment_id: int, section_id: int, name: str
+) -> HttpResponse:
+    """The table behind one figure of a section, as CSV."""
+    section = _section(experiment_id, section_id)
+    rows = section.tail if name == "tail" else (section.rows or {}).get(name)
+    if rows is None:
+        raise Http404("no such figure")
+    response = HttpResponse(rows_to_csv(rows), content_type="text/csv; charset=utf-8")
+    filename = f"experiment-{experiment_id}-{section.name.replace('/', '-')}-{name}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+def cell_fragment(request: HttpRequest, experiment_id: int, section_id: int) -> HttpResponse:
+    """One cell's section of the experiment page, loaded when it scrolls into view."""
+    experiment = selectors.experiment_get(experiment_id=experiment_id)
+    section = get_object_or_404(
+        ExperimentFigures.objects.filter(experiment_id=experiment_id, pk=section_id).only(
+            "pk", "experiment_id", "section", "version", "tail"
+        )
+    )
+    return render(request, "experiments/cell_section.html", _cell_context(experiment, section))
+
+
+def _cell_context(experiment: Experiment, section: ExperimentFigures) -> dict[str, Any]:
+    arms = sorted(experiment.arms.all(), key=lambda a: a.position)
+    view = verdict_view(
+        experiment_verdict(experiment),
+        arms=[a.label for a in arms],
+        workloads=[w["name"] for w in experiment.workloads],
+        loads=[load["name"] for load in experiment.loads],
+    )
+    tail = section.tail or []
+    colours = {a.label: arm_colour(a.position) for a in arms}
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for row in tail:
+        by_key.setdefault(f"{row['metric']}:{row['statistic']}", []).append(
+            {**row, "colour": colours.get(row["arm"])}
+        )
+    workload, _, load = section.name.partition("/")
+    runs = list(
+        Run.objects.filter(experiment=experiment, workload=workload, load=load)
+        .select_related("arm", "host")
+        .order_by("arm__position", "repetition")
+    )
+    return {
+        "experiment": experiment,
+        "section": section,
+        "cell": section.name,
+        "tail": by_key,
+        "verdict": cell_verdict(view, section.name),
+        "runs": runs,
+        "figure_names": CELL_FIGURES,
+    }
+
+
+CELL_FIGURES = (
+    ("ecdf_ttft", "TTFT"),
+    ("ecdf_tpot", "TPOT"),
+    ("ecdf_itl", "chunk gap (ITL)"),
+    ("ecdf_e2el", "E2E latency"),
+    ("tokens_per_chunk", "tokens per chunk"),
+    ("acceptance", "acceptance per position"),
+)
+WORKLOAD_FIGURES = (
+    ("load_output_throughput", "output throughput"),
+    ("load_p99_ttft_ms", "p99 TTFT"),
+    ("load_p99_tpot_ms", "p99 TPOT"),
+    ("load_slo_attainment", "SLO attainment"),
+    ("pareto", "Pareto"),
+    ("speedup", "predicted vs measured"),
+)
+
+
+@login_required
+def cell_page(request: HttpRequest, experiment_id: int, section_id: int) -> HttpResponse:
+    """Every figure of one workload × load large, with the per-run values behind each aggregate."""
+    experiment = selectors.experiment_get(experiment_id=experiment_id)
+    section = _section(experiment_id, section_id)
+    if section.kind != "cell":
+        raise Http404("not a cell")
+    context = _cell_context(experiment, section)
+    context["large"] = True
+    context["per_run_keys"] = PER_RUN_KEYS
+    return render(request, "experiments/cell.html", context)
+
+
+PER_RUN_KEYS = (
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "p99_itl_ms",
+    "p99_e2el_ms",
+    "output_throughput",
+    "slo_attainment",
+    "mean_tokens_per_chunk",
+)
+
+
+@login_required
+def compare_page(request: HttpRequest) -> HttpResponse:
+    """Any 2–8 runs or arms side by side: ``?run=12&run=40`` or ``?arm=<experiment>:<label>:<cell>``;
+    the URL is the state, so a link reproduces the view."""
+    picked = comparing.parse_picks(request.GET.getlist("run"), request.GET.getlist("arm"))
+    context = comparing.compare_context(picked)
+    context["choices"] = comparing.choices()
+    return render(request, "experiments/compare.html", context)
+
+
+@login_required
+def experiment_new_page(request: HttpRequest) -> HttpResponse:
+    """The new-experiment form (experimenters only): from scratch, or "run again / change one
+    thing" from ``?from=<id>``. It posts to the API and shows the API's field errors."""
+    if not user_has_role(request.user, roles.EXPERIMENTER):
+        raise PermissionDenied("creating experiments needs the experimenter role")
+    source = None
+    if (from_id := request.GET.get("from", "")).isdigit():
+        source = get_object_or_404(Experiment, pk=int(from_id))
+    configurations = list(FrozenConfiguration.objects.order_by("-id")[:300])
+    hosts = list(GpuHost.objects.order_by("name"))
+    initial = comparing.new_experiment_initial(source)
+    return render(
+        request,
+        "experiments/experiment_new.html",
+        {
+            "source": source,
+            "configurations": configurations,
+            "hosts": hosts,
+            "initial": initial,
+            "initial_json": json.dumps(initial),
+        },
+    )

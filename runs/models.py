@@ -166,3 +166,19 @@ class ResultUpload(models.Model):
 
     def __str__(self) -> str:
         return f"upload of run {self.run_id} attempt {self.attempt}"
+
+
+class RunFigures(models.Model):
+    """What a finished run keeps for figures, computed once when it lands (``runs.figures``):
+    its downsampled ECDF per metric and its tokens-per-chunk counts. Comparisons of any runs
+    draw from here and never read a request again; a re-run's new attempt replaces it."""
+
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="figures"
+    )
+    result_attempt = models.PositiveIntegerField()
+    data = models.JSONField()
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"figures of run {self.run_id} (attempt {self.result_attempt})"

@@ -9,10 +9,13 @@ from typing import Any, Final
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, Run
+from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, Run, RunFigures
+from specportal.metrics import Timing
 
 # Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
 DOWNLOAD_BATCH: Final = 2_000
+# Requests per round trip when computing figures (only the timing columns).
+TIMING_BATCH: Final = 10_000
 RUN_FILTERS: Final = ("experiment", "status", "host", "arm", "workload", "load", "repetition")
 
 
@@ -65,3 +68,41 @@ def acceptance_rate(run: Run) -> float | None:
             if isinstance(value, int | float):
                 return float(value)
     return None
+
+
+def run_timings(*, run_id: int) -> Iterator[Timing]:
+    """A run's requests as ``specportal.metrics.Timing`` (what the metric definitions read),
+    fetched in keyset batches so memory stays flat on 100,000 requests."""
+    after = -1
+    while True:
+        rows = list(
+            RequestRecord.objects.filter(run_id=run_id, index__gt=after)
+            .order_by("index")
+            .values_list(
+                "index",
+                "sent",
+                "chunk_times",
+                "chunk_tokens",
+                "output_tokens",
+                "prompt_tokens",
+                "success",
+                "scheduled",
+            )[:TIMING_BATCH]
+        )
+        if not rows:
+            return
+        for _, sent, times, tokens, output, prompt, success, scheduled in rows:
+            yield Timing(
+                sent if sent is not None else (times[0] if times else 0.0),
+                times or [],
+                tokens,
+                output,
+                prompt,
+                bool(success),
+                scheduled,
+            )
+        after = rows[-1][0]
+
+
+def run_figures_get(*, run_id: int) -> RunFigures | None:
+    return RunFigures.objects.filter(run_id=run_id).first()

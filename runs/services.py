@@ -57,6 +57,23 @@ def experiment_advance_later(experiment_id: int) -> None:
     experiment_advance(experiment_id=experiment_id)
 
 
+def run_figures_after_ingest(run_id: int, experiment_id: int) -> None:
+    """A run landed: keep its figure data (``runs.figures``) and refresh its experiment's page
+    figures (``experiments.figures``, the same lazy import as ``experiment_advance_later``).
+
+    Figures explain, they do not decide: a failure here is logged and never fails the ingest.
+    """
+    from experiments.figures import experiment_figures_refresh
+    from runs.figures import run_figures_compute, run_samples_read
+
+    try:
+        samples = run_samples_read(run_id=run_id)
+        run_figures_compute(run_id=run_id, samples=samples)
+        experiment_figures_refresh(experiment_id=experiment_id, samples={run_id: samples})
+    except Exception:
+        log.exception("figures of run %s (experiment %s) not computed", run_id, experiment_id)
+
+
 def run_queue(run: Run) -> None:
     """PLANNED (or lease-lost) → QUEUED with a new attempt number, then ring the host's bell."""
     run.status = Run.Status.QUEUED

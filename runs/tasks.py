@@ -23,6 +23,8 @@ PENDING_UPLOAD_SECONDS: Final = 120
 def upload_ingest_task(upload_id: int) -> None:
     run = upload_ingest(upload_id=upload_id)
     services.experiment_advance_later(run.experiment_id)
+    # After the next run is queued: the figures of what just landed, so pages never compute them.
+    services.run_figures_after_ingest(run.pk, run.experiment_id)
 
 
 @shared_task(name="runs.runs_republish_stale_task")  # type: ignore[untyped-decorator]

@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # htmx, served from the package (no CDN): live updates of running experiments.
+    "django_htmx",
     "accounts",
     "configurations",
     "hosts",
@@ -77,6 +79,7 @@ MIDDLEWARE = [
     "audit.context.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 if PRODUCTION:
     # gunicorn serves no static files: WhiteNoise serves the collected ones (the admin's, the
@@ -97,6 +100,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "specportal.context_processors.user_roles",
             ],
         },
     },
@@ -137,6 +141,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# The site's own CSS and scripts (Plotly's script is served from the installed package by
+# ``specportal.views.plotly_js``).
+STATICFILES_DIRS = [BASE_DIR / "specportal" / "static"]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

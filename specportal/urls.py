@@ -1,9 +1,10 @@
+import plotly
 from django.contrib import admin
 from django.urls import include, path, re_path
 
 from specportal.api.docs import RedocDocsPage, SchemaApi, SwaggerDocsPage
 from specportal.api.errors import json_not_found
-from specportal.views import home
+from specportal.views import home, plotly_js
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("", include("runs.urls")),
     path("", include("notifications.urls")),
     path("", home, name="home"),
+    path(f"assets/plotly-{plotly.__version__}.min.js", plotly_js, name="plotly-js"),
     # Last: anything else under /api/ is a 404 in the one error shape, with DEBUG on or off
     # (Django's handler404 only applies with DEBUG off, and renders HTML).
     re_path(r"^api/", json_not_found),
