@@ -61,5 +61,9 @@ def configuration_page(request: HttpRequest, config_id: int) -> HttpResponse:
             "same_target": FrozenConfiguration.objects.filter(target_hash=config.target_hash)
             .exclude(pk=config.pk)
             .order_by("id")[:50],
+            # Any other configuration can be diffed (another target too: the diff shows it).
+            "others": FrozenConfiguration.objects.exclude(pk=config.pk).order_by("-id")[:300],
+            # Reverse lookups over the string foreign key (configurations imports no app).
+            "arms": config.arms.select_related("experiment").order_by("-experiment_id")[:100],
         },
     )

@@ -180,8 +180,7 @@ def compare_context(picks: list[Pick]) -> dict[str, Any]:
             )
         )
     context["figures"] = [
-        {"name": name, "title": title, "json": json.dumps(fig, separators=(",", ":"))}
-        for name, title, fig in figures
+        {"name": name, "title": title, "figure": fig} for name, title, fig in figures
     ]
     tails = []
     for ref, p in zip(refs, good, strict=True):

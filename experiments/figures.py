@@ -69,6 +69,16 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def table_pack(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    columns = list(rows[0]) if rows else []
+    return {"columns": columns, "values": [[row.get(c) for c in columns] for row in rows]}
+
+
+def table_unpack(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    columns = table.get("columns", [])
+    return [dict(zip(columns, values, strict=True)) for values in table.get("values", [])]
+
+
 def _store(
     experiment: Experiment, section: str, position: int, version: str, bundle: dict[str, Any]
 ) -> None:
@@ -82,7 +92,8 @@ def _store(
             "position": position,
             "version": version,
             "figures_gzip": body,
-            "rows": {k: v for k, v in bundle["rows"].items() if k != "tail"},
+            # Columns kept apart: jsonb does not keep an object's key order.
+            "rows": {k: table_pack(v) for k, v in bundle["rows"].items() if k != "tail"},
             "tail": bundle["rows"].get("tail", []),
             "curves": {
                 "ecdf": bundle.get("curves", {}),

@@ -157,10 +157,10 @@ def experiment_filtered(*, filters: Mapping[str, str]) -> QuerySet[Experiment]:
         else:
             qs = qs.filter(arms__configuration__labels__has_key=key.strip())
     for name, lookup in (("from", "gte"), ("to", "lte")):
-        value = filters.get(name)
-        if value:
+        day_text = filters.get(name)
+        if day_text:
             try:
-                day = date.fromisoformat(value)
+                day = date.fromisoformat(day_text)
             except ValueError:
                 continue
             qs = qs.filter(**{f"created_at__date__{lookup}": day})

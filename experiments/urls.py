@@ -38,23 +38,24 @@ urlpatterns = [
     path("experiments/new/", views.experiment_new_page, name="experiment-new"),
     path("experiments/<int:experiment_id>/", views.experiment_page, name="experiment-page"),
     path("experiments/<int:experiment_id>/live/", views.experiment_live, name="experiment-live"),
+    # A section is named ``workload:<name>`` or ``cell:<workload>/<load>``.
     path(
-        "experiments/<int:experiment_id>/sections/<int:section_id>/",
-        views.cell_fragment,
-        name="experiment-section",
-    ),
-    path(
-        "experiments/<int:experiment_id>/sections/<int:section_id>/figures.json",
+        "experiments/<int:experiment_id>/figures/<path:section>/figures.json",
         views.section_figures,
         name="experiment-section-figures",
     ),
     path(
-        "experiments/<int:experiment_id>/sections/<int:section_id>/<slug:name>.csv",
+        "experiments/<int:experiment_id>/figures/<path:section>/<slug:name>.csv",
         views.section_csv,
         name="experiment-section-csv",
     ),
     path(
-        "experiments/<int:experiment_id>/cells/<int:section_id>/",
+        "experiments/<int:experiment_id>/figures/<path:section>/",
+        views.cell_fragment,
+        name="experiment-section",
+    ),
+    path(
+        "experiments/<int:experiment_id>/cells/<path:cell>/",
         views.cell_page,
         name="experiment-cell",
     ),

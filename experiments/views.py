@@ -17,12 +17,12 @@ from django.views.decorators.http import require_GET
 
 from accounts import roles
 from accounts.selectors import user_has_role
-from analysis.figures import arm_colour, rows_to_csv
+from analysis.figures import TAIL_STATISTICS, arm_colour, rows_to_csv
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from configurations.models import FrozenConfiguration
 from experiments import compare as comparing
 from experiments import selectors
-from experiments.figures import sections_list
+from experiments.figures import sections_list, table_unpack
 from experiments.models import Experiment, ExperimentFigures
 from experiments.planning import estimated_wall_seconds
 from experiments.verdicts import cell_verdict, experiment_verdict, verdict_view
@@ -99,11 +99,13 @@ def _sections(experiment: Experiment) -> list[dict[str, Any]]:
             {
                 "workload": name,
                 "section": stored.get(f"workload:{name}"),
+                "section_name": f"workload:{name}",
                 "cells": [
                     {
                         "cell": f"{name}/{load['name']}",
                         "load": load["name"],
                         "section": stored.get(f"cell:{name}/{load['name']}"),
+                        "section_name": f"cell:{name}/{load['name']}",
                     }
                     for load in experiment.loads
                 ],
@@ -134,6 +136,7 @@ def _experiment_context(experiment: Experiment) -> dict[str, Any]:
         "verdict": view,
         "sections": _sections(experiment),
         "mismatched_runs": [r for r in runs if r.mismatches],
+        "workload_figures": WORKLOAD_FIGURES,
         "live": experiment.status in (Experiment.Status.RUNNING, Experiment.Status.DRAFT)
         and experiment.started_at is not None,
         "objectives_json": json.dumps(experiment.objectives, indent=2),
@@ -160,22 +163,18 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> HttpResponse:
     return render(request, "experiments/experiment_live.html", _experiment_context(experiment))
 
 
-def _section(
-    experiment_id: int, section_id: int, *, with_figures: bool = False
-) -> ExperimentFigures:
-    qs = ExperimentFigures.objects.filter(experiment_id=experiment_id, pk=section_id)
-    if not with_figures:
-        qs = qs.defer("figures_gzip", "curves")
-    return get_object_or_404(qs)
+def _section(experiment_id: int, section: str, *fields: str) -> ExperimentFigures:
+    qs = ExperimentFigures.objects.filter(experiment_id=experiment_id, section=section)
+    return get_object_or_404(qs.only("pk", "experiment_id", "section", "version", *fields))
 
 
 @login_required
 @require_GET
-def section_figures(request: HttpRequest, experiment_id: int, section_id: int) -> HttpResponse:
+def section_figures(request: HttpRequest, experiment_id: int, section: str) -> HttpResponse:
     """A section's figures as stored: gzip'd JSON sent as it is (computed when runs landed)."""
-    section = _section(experiment_id, section_id, with_figures=True)
-    body = bytes(section.figures_gzip)
-    etag = f'"{section.version}"'
+    stored = _section(experiment_id, section, "figures_gzip")
+    body = bytes(stored.figures_gzip)
+    etag = f'"{stored.version}"'
     if request.headers.get("If-None-Match") == etag:
         return HttpResponse(status=304)
     if "gzip" in request.headers.get("Accept-Encoding", ""):
@@ -191,33 +190,58 @@ def section_figures(request: HttpRequest, experiment_id: int, section_id: int) -
 
 @login_required
 @require_GET
-def section_csv(
-    request: HttpRequest, experiment_id: int, section_id: int, name: str
-) -> HttpResponse:
+def section_csv(request: HttpRequest, experiment_id: int, section: str, name: str) -> HttpResponse:
     """The table behind one figure of a section, as CSV."""
-    section = _section(experiment_id, section_id)
-    rows = section.tail if name == "tail" else (section.rows or {}).get(name)
-    if rows is None:
-        raise Http404("no such figure")
+    stored = _section(experiment_id, section, "rows", "tail")
+    if name == "tail":
+        columns = [
+            "metric",
+            "statistic",
+            "key",
+            "arm",
+            "aggregate",
+            "value_ms",
+            "runs",
+            "low_ms",
+            "high_ms",
+            "level",
+            "method",
+            "ratio_to_baseline",
+            "ratio_low",
+            "ratio_high",
+        ]
+        rows = [{c: row.get(c) for c in columns} for row in stored.tail]
+    else:
+        table = (stored.rows or {}).get(name)
+        if table is None:
+            raise Http404("no such figure")
+        rows = table_unpack(table)
     response = HttpResponse(rows_to_csv(rows), content_type="text/csv; charset=utf-8")
-    filename = f"experiment-{experiment_id}-{section.name.replace('/', '-')}-{name}.csv"
+    filename = f"experiment-{experiment_id}-{stored.name.replace('/', '-')}-{name}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
 @login_required
-def cell_fragment(request: HttpRequest, experiment_id: int, section_id: int) -> HttpResponse:
-    """One cell's section of the experiment page, loaded when it scrolls into view."""
+def cell_fragment(request: HttpRequest, experiment_id: int, section: str) -> HttpResponse:
+    """One cell's section of the experiment page, loaded when it scrolls into view (and again
+    by a live update when its version moves)."""
     experiment = selectors.experiment_get(experiment_id=experiment_id)
-    section = get_object_or_404(
-        ExperimentFigures.objects.filter(experiment_id=experiment_id, pk=section_id).only(
-            "pk", "experiment_id", "section", "version", "tail"
-        )
+    if not section.startswith("cell:"):
+        raise Http404("not a cell")
+    stored = (
+        ExperimentFigures.objects.filter(experiment=experiment, section=section)
+        .only("pk", "experiment_id", "section", "version", "tail")
+        .first()
     )
-    return render(request, "experiments/cell_section.html", _cell_context(experiment, section))
+    return render(
+        request, "experiments/cell_section.html", _cell_context(experiment, section[5:], stored)
+    )
 
 
-def _cell_context(experiment: Experiment, section: ExperimentFigures) -> dict[str, Any]:
+def _cell_context(
+    experiment: Experiment, cell: str, section: ExperimentFigures | None
+) -> dict[str, Any]:
     arms = sorted(experiment.arms.all(), key=lambda a: a.position)
     view = verdict_view(
         experiment_verdict(experiment),
@@ -225,14 +249,22 @@ def _cell_context(experiment: Experiment, section: ExperimentFigures) -> dict[st
         workloads=[w["name"] for w in experiment.workloads],
         loads=[load["name"] for load in experiment.loads],
     )
-    tail = section.tail or []
+    tail = section.tail if section is not None else []
     colours = {a.label: arm_colour(a.position) for a in arms}
-    by_key: dict[str, list[dict[str, Any]]] = {}
+    table: dict[tuple[str, str], dict[str, Any]] = {}
     for row in tail:
-        by_key.setdefault(f"{row['metric']}:{row['statistic']}", []).append(
-            {**row, "colour": colours.get(row["arm"])}
+        entry = table.setdefault(
+            (row["metric"], row["arm"]),
+            {
+                "metric": row["metric"],
+                "arm": row["arm"],
+                "colour": colours.get(row["arm"]),
+                "runs": row["runs"],
+                "values": [],
+            },
         )
-    workload, _, load = section.name.partition("/")
+        entry["values"].append(row)
+    workload, _, load = cell.partition("/")
     runs = list(
         Run.objects.filter(experiment=experiment, workload=workload, load=load)
         .select_related("arm", "host")
@@ -241,11 +273,24 @@ def _cell_context(experiment: Experiment, section: ExperimentFigures) -> dict[st
     return {
         "experiment": experiment,
         "section": section,
-        "cell": section.name,
-        "tail": by_key,
-        "verdict": cell_verdict(view, section.name),
+        "section_name": f"cell:{cell}",
+        "cell": cell,
+        "tail_table": list(table.values()),
+        "tail_statistics": TAIL_STATISTICS,
+        "prefix_cache": selectors.prefix_cache_blocks(
+            {(r.repetition, r.arm.label): r.prefix_cache_hit_fraction for r in runs if r.summary},
+            [a.label for a in arms],
+        ),
+        "run_rows": [
+            {"run": r, "values": [(r.summary or {}).get(k) for k in PER_RUN_KEYS]}
+            for r in runs
+            if r.summary
+        ],
+        "per_run_keys": PER_RUN_KEYS,
+        "verdict": cell_verdict(view, cell),
         "runs": runs,
         "figure_names": CELL_FIGURES,
+        "prefix_cache_tolerance": PREFIX_CACHE_TOLERANCE,
     }
 
 
@@ -268,15 +313,21 @@ WORKLOAD_FIGURES = (
 
 
 @login_required
-def cell_page(request: HttpRequest, experiment_id: int, section_id: int) -> HttpResponse:
+def cell_page(request: HttpRequest, experiment_id: int, cell: str) -> HttpResponse:
     """Every figure of one workload × load large, with the per-run values behind each aggregate."""
     experiment = selectors.experiment_get(experiment_id=experiment_id)
-    section = _section(experiment_id, section_id)
-    if section.kind != "cell":
-        raise Http404("not a cell")
-    context = _cell_context(experiment, section)
+    cells = {
+        f"{w['name']}/{load['name']}" for w in experiment.workloads for load in experiment.loads
+    }
+    if cell not in cells:
+        raise Http404("no such cell")
+    stored = (
+        ExperimentFigures.objects.filter(experiment=experiment, section=f"cell:{cell}")
+        .only("pk", "experiment_id", "section", "version", "tail")
+        .first()
+    )
+    context = _cell_context(experiment, cell, stored)
     context["large"] = True
-    context["per_run_keys"] = PER_RUN_KEYS
     return render(request, "experiments/cell.html", context)
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import agent_apis, apis
+from runs import agent_apis, apis, views
 
 urlpatterns = [
     path("api/v1/runs/", apis.RunListApi.as_view(), name="api-runs"),
@@ -35,4 +35,11 @@ urlpatterns = [
         agent_apis.AgentRunResultApi.as_view(),
         name="agent-run-result",
     ),
+    path("runs/<int:run_id>/", views.run_page, name="run-page"),
+    path(
+        "runs/<int:run_id>/requests/<int:index>/timeline.json",
+        views.request_timeline,
+        name="run-request-timeline",
+    ),
+    path("runs/<int:run_id>/vllm.json", views.run_vllm_json, name="run-vllm-json"),
 ]

@@ -148,8 +148,24 @@ def load_curve_figure(
         x_title=LOAD_AXES.get(load_axis, load_axis),
         y_title=LOAD_METRICS.get(metric, metric),
     )
-    if any(p.verdict for p in points):
-        layout["annotations"] = [VERDICT_KEY]
+    layout["annotations"] = [VERDICT_KEY] if any(p.verdict for p in points) else []
+    if not any(p.value is not None for p in points):
+        why = (
+            "not measured: the objectives set no per-request SLO"
+            if metric == "slo_attainment"
+            else "no finished run yet"
+        )
+        layout["annotations"].append(
+            {
+                "text": why,
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+                "font": {"size": 12, "color": "#4b5563"},
+            }
+        )
     fig = go.Figure(data=traces, layout=layout)
     loads = sorted({p.x for p in points})
     fig.update_xaxes(

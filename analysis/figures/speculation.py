@@ -259,6 +259,18 @@ def speedup_figure(points: Sequence[SpeedupPoint], *, title_suffix: str = "") ->
             "font": {"size": 10, "color": "#4b5563"},
         },
     ]
+    if not any(t.x for t in traces):
+        annotations.append(
+            {
+                "text": "no prediction yet: the speculation model comes with the verdict",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+                "font": {"size": 12, "color": "#4b5563"},
+            }
+        )
     fig = go.Figure(
         data=traces,
         layout=base_layout(

@@ -113,7 +113,10 @@ class RunGauges:
 
 
 def _series(server: Mapping[str, Any], group: str, name: str) -> list[list[float]]:
-    values = (server.get(group) or {}).get(name) or []
+    # A run stores {"raw": ..., "parsed": {...}}; the parsed form alone is accepted too.
+    inner = server.get("parsed")
+    parsed: Mapping[str, Any] = inner if isinstance(inner, Mapping) else server
+    values = (parsed.get(group) or {}).get(name) or []
     return [list(p) for p in values if isinstance(p, list | tuple) and len(p) == 2]
 
 

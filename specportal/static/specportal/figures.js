@@ -1,62 +1,71 @@
-// Figures on SpecPortal pages: fetched as JSON when their section scrolls near the viewport
-// (cells below the fold load on demand), drawn with the Plotly served from the installed package,
-// and redrawn after a live update only when their section's version changed.
+// Figures on SpecPortal pages. A section ([data-figures]) fetches its figure JSON (precomputed
+// when runs landed) when it scrolls near the viewport, so cells below the fold load on demand;
+// figures are drawn with the Plotly served from the installed package. Inline figures
+// (<script type="application/json" data-figure-inline>) are drawn at once. A live update
+// carries each section's version: only sections whose version moved are fetched and redrawn.
 (function () {
   "use strict";
-  const drawn = new Map(); // section URL -> version drawn
+  const drawnVersion = new WeakMap(); // section element -> version drawn (or being drawn)
 
-  function draw(section, bundle) {
-    for (const holder of section.querySelectorAll("[data-figure]")) {
-      const figure = bundle.figures[holder.dataset.figure];
-      const plot = holder.querySelector(".plot");
-      const loading = holder.querySelector(".loading");
-      if (loading) loading.remove();
-      if (!figure) { plot.textContent = "no data for this figure"; continue; }
-      window.Plotly.react(plot, figure.data, figure.layout, figure.config);
-      plot.dataset.drawn = "1";
-    }
-    section.dataset.drawnVersion = section.dataset.version || "";
+  function plot(holder, figure) {
+    const target = holder.querySelector(".plot") || holder;
+    const loading = holder.querySelector(".loading");
+    if (!figure) { if (loading) loading.textContent = "no data for this figure"; return; }
+    if (loading) loading.remove();
+    window.Plotly.react(target, figure.data, figure.layout, figure.config);
+    target.dataset.drawn = "1";
   }
 
   async function load(section) {
-    const url = section.dataset.figures;
     const version = section.dataset.version || "";
-    if (drawn.get(url) === version) return;
-    drawn.set(url, version);
-    const response = await fetch(url + (url.includes("?") ? "&" : "?") + "v=" + encodeURIComponent(version),
-                                 { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!version || drawnVersion.get(section) === version) return;
+    drawnVersion.set(section, version);
+    const url = section.dataset.figures + "?v=" + encodeURIComponent(version);
+    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
     if (!response.ok) {
       for (const p of section.querySelectorAll(".loading")) p.textContent = "figures unavailable (" + response.status + ")";
       return;
     }
-    draw(section, await response.json());
+    const figures = await response.json();
+    for (const holder of section.querySelectorAll("[data-figure]")) plot(holder, figures[holder.dataset.figure]);
+    section.dataset.drawnVersion = version;
   }
 
   const observer = "IntersectionObserver" in window
     ? new IntersectionObserver((entries) => {
-        for (const e of entries) if (e.isIntersecting) load(e.target);
-      }, { rootMargin: "400px 0px" })
+        for (const e of entries) if (e.isIntersecting) { e.target.dataset.visible = "1"; load(e.target); }
+      }, { rootMargin: "300px 0px" })
     : null;
 
   function watch(root) {
     for (const section of root.querySelectorAll("[data-figures]")) {
       if (observer) observer.observe(section); else load(section);
     }
+    for (const script of root.querySelectorAll("script[data-figure-inline]")) {
+      if (script.dataset.done) continue;
+      script.dataset.done = "1";
+      plot(document.getElementById(script.dataset.figureInline), JSON.parse(script.textContent));
+    }
   }
 
-  // A live update brings new section versions: redraw only the sections that changed and that
-  // were drawn already (the others load when scrolled to).
-  function refreshVersions(root) {
+  function refresh(root) {
     for (const marker of root.querySelectorAll("[data-section-version]")) {
       const section = document.getElementById(marker.dataset.sectionId);
       if (!section || section.dataset.version === marker.dataset.sectionVersion) continue;
       section.dataset.version = marker.dataset.sectionVersion;
-      if (drawn.has(section.dataset.figures)) load(section);
+      for (const p of section.querySelectorAll(".loading")) p.textContent = "loading…";
+      if (section.dataset.visible || !observer) load(section);
+    }
+    for (const marker of root.querySelectorAll("[data-cell-version]")) {
+      const cell = document.getElementById(marker.dataset.cellId);
+      if (!cell) continue;
+      const body = cell.querySelector(".cell-body");
+      if (!body || body.dataset.version === marker.dataset.cellVersion) continue; // not revealed yet, or current
+      window.htmx.ajax("GET", cell.dataset.cellUrl, { target: body, swap: "outerHTML" });
     }
   }
 
   document.addEventListener("DOMContentLoaded", () => watch(document));
-  document.body && document.body.addEventListener("htmx:afterSwap", (e) => refreshVersions(e.target));
-  document.addEventListener("htmx:afterSwap", (e) => refreshVersions(e.target));
-  window.SpecPortalFigures = { load, watch };
+  document.addEventListener("htmx:afterSettle", (e) => { watch(e.target.parentNode || document); refresh(e.target); });
+  window.SpecPortalFigures = { load, watch, refresh };
 })();
