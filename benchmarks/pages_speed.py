@@ -167,6 +167,20 @@ def _precompute(experiment_id: int) -> float:
     return time.perf_counter() - t
 
 
+def _create_database_if_missing(connection: Any) -> None:
+    """A scratch database of its own (as ``ingest_copy.py`` does)."""
+    import psycopg
+    from psycopg import sql
+
+    params = connection.get_connection_params()
+    name = params.pop("dbname")
+    try:
+        psycopg.connect(dbname=name, **params).close()
+    except psycopg.OperationalError:
+        with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
 def _timed(client: Any, url: str, repeat: int, **headers: str) -> tuple[float, Any]:
     client.get(url, **headers)  # warm
     times, response = [], None
@@ -244,9 +258,6 @@ def main() -> int:
     if connection.vendor != "postgresql":
         print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks.ingest_copy import _create_database_if_missing
-
     _create_database_if_missing(connection)
     call_command("migrate", interactive=False, verbosity=0)
     settings.ALLOWED_HOSTS = ["*"]

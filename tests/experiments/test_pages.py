@@ -247,7 +247,9 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     assert [t["name"] for t in curve] == ["baseline", "ngram"]
     for trace in curve:
         stored = {
-            r.load: r.summary["output_throughput"] for r in runs if r.arm.label == trace["name"]
+            r.load: (r.summary or {})["output_throughput"]
+            for r in runs
+            if r.arm.label == trace["name"]
         }
         assert trace["x"] == [1, 4]
         assert trace["y"] == pytest.approx([stored["c1"], stored["c4"]], rel=1e-6)
@@ -277,7 +279,10 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
             text = page.locator(
                 f"{anchor} table.tail tr:has-text('{run.arm.label}') td[data-key=p99_ttft_ms]"
             ).first.inner_text()
-            assert text.split()[0] == f"{run.summary['p99_ttft_ms']:.2f}", (cell, run.arm.label)
+            assert text.split()[0] == f"{(run.summary or {})['p99_ttft_ms']:.2f}", (
+                cell,
+                run.arm.label,
+            )
         # the prefix-cache flag, exactly when the arms' stored fractions disagree
         rates = {r.arm.label: r.prefix_cache_hit_fraction for r in runs if r.load == cell}
         flagged = page.locator(f"{anchor} .prefix-cache-flag").count() > 0
@@ -306,7 +311,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
         == RequestRecord.objects.filter(run=run).count()
     )
     shown_p99 = page.locator("#run-summary tr[data-key=p99_ttft_ms] td.num").inner_text()
-    assert shown_p99.split()[0] == f"{run.summary['p99_ttft_ms']:.3f}"
+    assert shown_p99.split()[0] == f"{(run.summary or {})['p99_ttft_ms']:.3f}"
     gauges = _traces(page, "#run-gauges .plot")
     assert {t["name"] for t in gauges} == {"ngram"}
     page.click("#requests tr[data-index='0'] a[data-timeline]")
@@ -320,7 +325,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     assert jsonl.ok
     assert len(jsonl.text().splitlines()) == len(page.locator("#requests tr[data-index]").all())
     vllm = page.request.get(f"{url}/runs/{run.pk}/vllm.json").json()
-    assert vllm["p99_ttft_ms"] == pytest.approx(run.summary["p99_ttft_ms"])
+    assert vllm["p99_ttft_ms"] == pytest.approx((run.summary or {})["p99_ttft_ms"])
     assert len(vllm["ttfts"]) == RequestRecord.objects.filter(run=run).count()
     _shot(page, "run")
     watch.check("run page")
@@ -382,6 +387,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     bad["objectives"][0]["threshold"] = "fast"
     page.fill("textarea[name=objectives]", json.dumps(bad))
     error = page.wait_for_selector("#objectives-errors li[data-path^='objectives.objectives.0']")
+    assert error is not None
     assert "threshold" in (error.get_attribute("data-path") or "")
     assert page.inner_text("#objectives-status") == "not valid"
     _shot(page, "new-experiment-invalid")
@@ -419,7 +425,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     )
     traces = _traces(page, "#section-chat [data-figure=load_output_throughput] .plot")
     assert [t["y"][0] for t in traces] == pytest.approx(
-        [r.summary["output_throughput"] for r in new_runs], rel=1e-6
+        [(r.summary or {})["output_throughput"] for r in new_runs], rel=1e-6
     )
     _shot(page, "experiment-live")
     watch.check("experimenter pages")
