@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Final
@@ -22,6 +23,8 @@ from hosts.services import host_heartbeat_record
 from runs import dispatch
 from runs.models import ResultUpload, Run
 from specportal.api.errors import ApplicationError
+
+log = logging.getLogger(__name__)
 
 # Each run is tried at most twice: the first attempt and one re-queue after a lost lease.
 MAX_ATTEMPTS: Final = 2
