@@ -126,6 +126,8 @@ def _build(requests: int, chunks: int) -> int:
         ]
         duration = max(t.chunk_times[-1] for t in timings)
         with transaction.atomic():
+            # As ingestion does: the records first, then the result (runs are append-only once
+            # ``result_attempt`` is set: migration runs/0002).
             run = Run.objects.create(
                 experiment=experiment,
                 arm=arm,
@@ -136,8 +138,12 @@ def _build(requests: int, chunks: int) -> int:
                 repetition=1,
                 position=position + 1,
                 estimated_seconds=duration,
-                status=Run.Status.DONE,
+                status=Run.Status.RUNNING,
                 attempt=1,
+            )
+            ingest.copy_rows(ingest.record_rows(run.pk, records))
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.DONE,
                 result_attempt=1,
                 summary=summarize(timings, duration),
                 acceptance={"per_position": [0.7, 0.5, 0.3], "num_drafts": requests * 10}
@@ -147,7 +153,6 @@ def _build(requests: int, chunks: int) -> int:
                 requests_total=requests,
                 requests_failed=0,
             )
-            ingest.copy_rows(ingest.record_rows(run.pk, records))
     return experiment.pk
 
 

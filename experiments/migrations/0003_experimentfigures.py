@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0001_initial'),
+        ('experiments', '0002_lock_hosts_and_arms'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0001_initial'),
+        ('runs', '0002_results_append_only'),
     ]
 
     operations = [
