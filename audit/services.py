@@ -115,7 +115,11 @@ def audit_record(
     elif isinstance(actor, Actor):
         who = actor
     else:
-        who = Actor.of_user(actor)
+        # A service names its user; the request knows how they authenticated (a token or a
+        # session), so when it is the same user the request's account of them is kept.
+        from_request = current_actor()
+        same = from_request.user_id is not None and from_request.user_id == actor.pk
+        who = from_request if same else Actor.of_user(actor)
     context = current_request()
     object_type, object_id, object_repr = _target(target)
     if connection.vendor == "postgresql":

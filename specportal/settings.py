@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "notifications",
     # The shared API plumbing has one table: the Idempotency-Key answers.
     "specportal.api",
+    "approvals",
     # Last and depended on by nothing: the demo command imports every app.
     "demo",
 ]
@@ -240,6 +241,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runs.uploads_ingest_pending_task",
         "schedule": env.float("SPECPORTAL_BEAT_INGEST_PENDING_SECONDS", default=60.0),
     },
+    # Approved change requests not applied in time expire; evidence superseded by newer verdicts
+    # is checked again.
+    "approvals-expire": {
+        "task": "approvals.change_requests_expire_task",
+        "schedule": env.float("SPECPORTAL_BEAT_APPROVALS_EXPIRE_SECONDS", default=300.0),
+    },
+    "approvals-recheck": {
+        "task": "approvals.change_requests_recheck_task",
+        "schedule": env.float("SPECPORTAL_BEAT_APPROVALS_RECHECK_SECONDS", default=300.0),
+    },
     # Hosts whose agent went silent are marked unreachable (and refuse new starts).
     "hosts-check-health": {
         "task": "hosts.hosts_check_health_task",
@@ -285,9 +296,14 @@ LOGGING = {
         },
     },
     "formatters": {"timestamped": {"format": "%(asctime)s %(message)s"}},
-    "loggers": {"audit.chain": {"handlers": ["audit_head"], "level": "INFO"}},
+    "loggers": {"audit.chain": {"handlers": ["audit_head"], "level": "INFO", "propagate": False}},
     "root": {"handlers": ["console"], "level": env.str("SPECPORTAL_LOG_LEVEL", default="INFO")},
 }
+
+# Where the approvals' evidence rules read an experiment's current verdict (approvals.verdict_source).
+SPECPORTAL_VERDICT_SOURCE = env.str(
+    "SPECPORTAL_VERDICT_SOURCE", default="approvals.verdict_source.from_verdicts_app"
+)
 
 # --- tests ------------------------------------------------------------------------------------
 # The suite runs on PostgreSQL; SQLite-specific behaviour (the demo's triggers) is tested through

@@ -19,6 +19,8 @@ urlpatterns = [
     path("", include("experiments.urls")),
     path("", include("runs.urls")),
     path("", include("notifications.urls")),
+    path("", include("approvals.urls")),
+    path("", include("audit.urls")),
     path("", home, name="home"),
     path(f"assets/plotly-{plotly.__version__}.min.js", plotly_js, name="plotly-js"),
     # Last: anything else under /api/ is a 404 in the one error shape, with DEBUG on or off

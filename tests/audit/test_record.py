@@ -3,6 +3,7 @@ transaction; the actor is whoever the request authenticated as (session, token, 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,7 +84,7 @@ def test_snapshot_leaves_secrets_out_and_keeps_ids() -> None:
 
 
 def test_request_id_source_address_and_session_actor_come_from_the_request(
-    django_capture_on_commit_callbacks: Any, caplog: pytest.LogCaptureFixture
+    django_capture_on_commit_callbacks: Any, head_log: Path
 ) -> None:
     user = User.objects.create_user("rita")
     factory = RequestFactory()
@@ -96,7 +97,6 @@ def test_request_id_source_address_and_session_actor_come_from_the_request(
             seen["event"] = audit.record(action="test.view", target=ObjectRef("x.y", 7))
         return HttpResponse("ok")
 
-    caplog.set_level("INFO", logger="audit.chain")
     with django_capture_on_commit_callbacks(execute=True):
         response = AuditContextMiddleware(view)(request)
     event = seen["event"]
@@ -104,7 +104,7 @@ def test_request_id_source_address_and_session_actor_come_from_the_request(
     assert (event.request_id, event.source_address) == ("ci-job-42", "::ffff:a00:1")
     assert (event.actor_kind, event.actor_name) == ("user", "rita")
     # the chain head goes to the log once the transaction commits
-    assert f"audit head seq={event.seq} hash={event.hash}" in caplog.text
+    assert f"audit head seq={event.seq} hash={event.hash}" in head_log.read_text()
     # a malformed request id is replaced, never stored as given
     bad = factory.get("/", HTTP_X_REQUEST_ID="x" * 65 + "\n")
     bad.user = user

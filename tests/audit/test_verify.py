@@ -92,13 +92,11 @@ def test_a_deleted_event_in_the_middle_is_named() -> None:
 
 
 def test_deleting_the_newest_events_is_found_through_the_logged_head(
-    tmp_path: Path, django_capture_on_commit_callbacks: Any, caplog: pytest.LogCaptureFixture
+    head_log: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
-    caplog.set_level("INFO", logger="audit.chain")
     with django_capture_on_commit_callbacks(execute=True):
         events = _events(4)
-    log = tmp_path / "audit-head.log"
-    log.write_text(caplog.text, encoding="utf-8")
+    log = head_log
     assert _verify("--log", str(log))[0] == 0
     _tamper("DELETE FROM audit_auditevent WHERE seq >= %s", [events[2].seq])
     # the shortened chain is intact in itself...
