@@ -33,6 +33,23 @@ VIEWER_MAY_POST = {
     ("post", "api/v1/configurations/launch-command/"),
     ("post", "api/v1/configurations/import-command/"),
 }
+# Approvals: which roles may write (or, for the audit trail, read) each route; every other role
+# must be refused.
+E, O, M = roles.EXPERIMENTER, roles.OPERATOR, roles.MANAGER
+CR = "api/v1/change-requests/<int:change_request_id>/"
+APPROVAL_ROLES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("post", "api/v1/deployments/"): (M,),
+    ("patch", "api/v1/deployments/<slug:name>/"): (M,),
+    ("post", "api/v1/deployments/<slug:name>/accepted-objectives/"): (M,),
+    ("post", "api/v1/change-requests/"): (E, M),
+    ("post", CR + "open/"): (E, M),
+    ("post", CR + "withdraw/"): (E, M),
+    ("post", CR + "approve/"): (M,),
+    ("post", CR + "reject/"): (M,),
+    ("post", CR + "apply/"): (O, M),
+    ("post", CR + "comments/"): (E, O, M),
+    ("get", "api/v1/audit/events/"): (M,),
+}
 # Route prefixes whose writes need the operator role (and whose token route is operator-only).
 OPERATOR_ROUTES = ("api/v1/hosts/",)
 OPERATOR_ONLY_READS = {"api/v1/hosts/<slug:name>/token/"}
@@ -122,6 +139,9 @@ def test_the_route_tables_see_every_app() -> None:
         "api/v1/experiments/",
         "api/v1/runs/<int:run_id>/requests.jsonl",
         "api/v1/agent/heartbeat",
+        "api/v1/deployments/",
+        "api/v1/change-requests/<int:change_request_id>/approve/",
+        "api/v1/audit/events/",
     ):
         assert expected in routes
     assert len(AGENT_ROUTES) >= 5
@@ -134,6 +154,12 @@ def test_no_credentials_is_401_in_the_error_shape(method: str, route: str) -> No
 
 @pytest.mark.parametrize(("method", "route"), USER_ROUTES)
 def test_a_user_without_the_role_is_403_in_the_error_shape(method: str, route: str) -> None:
+    if (method, route) in APPROVAL_ROLES:
+        allowed = APPROVAL_ROLES[(method, route)]
+        assert_error_shape(call(token_client(), method, route), 403, {"permission_denied"})
+        others = tuple(r for r in roles.ALL_ROLES if r not in allowed)
+        assert_error_shape(call(token_client(*others), method, route), 403, {"permission_denied"})
+        return
     needed = role_needed(method, route)
     below = {
         roles.VIEWER: (),

@@ -68,7 +68,7 @@ def verdict_document(
 ) -> dict[str, Any]:
     """The experiment's verdict with its (only) candidate in the given state per cell."""
     arms = list(experiment.arms.select_related("configuration").order_by("position"))
-    doc = copy.deepcopy(EXAMPLE)
+    doc: dict[str, Any] = copy.deepcopy(EXAMPLE)
     doc.update(
         verdict_id=verdict_id,
         supersedes=supersedes,
@@ -108,7 +108,9 @@ def verdict_document(
     return doc
 
 
-ALL_KEEP = {(w["name"], lo["name"]): "KEEP" for w in WORKLOADS for lo in LOADS}
+ALL_KEEP: dict[tuple[str, str], str] = {
+    (str(w["name"]), str(lo["name"])): "KEEP" for w in WORKLOADS for lo in LOADS
+}
 
 
 def person(username: str, *role_names: str) -> User:
@@ -179,7 +181,7 @@ def opened(
     s: Setup, dep: Deployment, experiment: Experiment, *, to: FrozenConfiguration | None = None,
     author: User | None = None,
 ) -> ChangeRequest:  # fmt: skip
-    return services.change_request_create(
+    cr: ChangeRequest = services.change_request_create(
         user=author or s.experimenter,
         deployment=dep,
         to_configuration=to or s.ngram,
@@ -187,6 +189,7 @@ def opened(
         evidence=[experiment],
         open_now=True,
     )
+    return cr
 
 
 MANAGER = roles.MANAGER
