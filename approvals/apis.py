@@ -27,6 +27,7 @@ from approvals.permissions import (
 from configurations.models import FrozenConfiguration
 from experiments.models import Experiment
 from specportal.api.errors import ApplicationError
+from specportal.api.idempotency import idempotent
 from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
 from specportal.engines.launch import build_launch_command
 
@@ -178,6 +179,7 @@ class DeploymentListApi(APIView):
         request=DeploymentCreateInputSerializer,
         responses={201: DeploymentOutput},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         data = _parsed(self.DeploymentCreateInputSerializer, request)
         deployment = services.deployment_create(user=request.user, **data)
@@ -202,6 +204,7 @@ class DeploymentDetailApi(APIView):
         request=DeploymentUpdateInputSerializer,
         responses=DeploymentOutput,
     )
+    @idempotent
     def patch(self, request: Request, name: str) -> Response:
         data = _parsed(self.DeploymentUpdateInputSerializer, request)
         deployment = selectors.deployment_get(name=name)
@@ -248,6 +251,7 @@ class DeploymentObjectivesAcceptApi(APIView):
         request=AcceptInputSerializer,
         responses={201: DeploymentOutput},
     )
+    @idempotent
     def post(self, request: Request, name: str) -> Response:
         data = _parsed(self.AcceptInputSerializer, request)
         deployment = selectors.deployment_get(name=name)
@@ -286,6 +290,7 @@ class ChangeRequestListApi(APIView):
         request=ChangeRequestCreateInputSerializer,
         responses={201: ChangeRequestOutput},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         data = _parsed(self.ChangeRequestCreateInputSerializer, request)
         cr = services.change_request_create(
@@ -347,6 +352,7 @@ class ChangeRequestOpenApi(_TransitionApi):
     action = "open"
 
     @extend_schema(operation_id="change_requests_open", request=None, responses=ChangeRequestOutput)
+    @idempotent
     def post(self, request: Request, change_request_id: int) -> Response:
         return super().post(request, change_request_id)
 
@@ -359,6 +365,7 @@ class ChangeRequestWithdrawApi(_TransitionApi):
     @extend_schema(
         operation_id="change_requests_withdraw", request=NOTE_INPUT, responses=ChangeRequestOutput
     )
+    @idempotent
     def post(self, request: Request, change_request_id: int) -> Response:
         return super().post(request, change_request_id)
 
@@ -373,6 +380,7 @@ class ChangeRequestApproveApi(_TransitionApi):
         request=JUSTIFICATION_INPUT,
         responses=ChangeRequestOutput,
     )
+    @idempotent
     def post(self, request: Request, change_request_id: int) -> Response:
         return super().post(request, change_request_id)
 
@@ -386,6 +394,7 @@ class ChangeRequestRejectApi(_TransitionApi):
     @extend_schema(
         operation_id="change_requests_reject", request=NOTE_INPUT, responses=ChangeRequestOutput
     )
+    @idempotent
     def post(self, request: Request, change_request_id: int) -> Response:
         return super().post(request, change_request_id)
 
@@ -397,6 +406,7 @@ class ChangeRequestApplyApi(_TransitionApi):
     @extend_schema(
         operation_id="change_requests_apply", request=None, responses=ChangeRequestOutput
     )
+    @idempotent
     def post(self, request: Request, change_request_id: int) -> Response:
         return super().post(request, change_request_id)
 
@@ -412,6 +422,7 @@ class ChangeRequestCommentApi(APIView):
         request=CommentInputSerializer,
         responses={201: CommentOutput},
     )
+    @idempotent
     def post(self, request: Request, change_request_id: int) -> Response:
         data = _parsed(self.CommentInputSerializer, request)
         cr = selectors.change_request_get(change_request_id=change_request_id)

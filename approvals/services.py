@@ -139,7 +139,9 @@ def _save(cr: ChangeRequest) -> None:
         ) from exc
 
 
-def _announce(event: str, cr: ChangeRequest) -> None:
+def _announce(event: str, cr: ChangeRequest, **extra: Any) -> None:
+    """Through ``notifications.emit`` in this transaction (a rolled-back change announces
+    nothing)."""
     payload = {
         "change_request": cr.pk,
         "deployment": cr.deployment.name,
@@ -148,8 +150,9 @@ def _announce(event: str, cr: ChangeRequest) -> None:
         "state": str(cr.state),
         "against_evidence": cr.against_evidence,
         "url_path": f"/change-requests/{cr.pk}/",
+        **extra,
     }
-    transaction.on_commit(lambda: notifications.emit(event, payload))
+    notifications.emit(event, payload)
 
 
 def _check(
@@ -545,7 +548,7 @@ def change_request_approve(
         before=before,
         after=_snapshot_request(cr),
     )
-    _announce("change_request.approved", cr)
+    _announce("change_request.decided", cr, decision="approved")
     return cr
 
 
@@ -582,7 +585,7 @@ def change_request_reject(
         before=before,
         after=_snapshot_request(cr),
     )
-    _announce("change_request.rejected", cr)
+    _announce("change_request.decided", cr, decision="rejected")
     return cr
 
 
@@ -722,7 +725,6 @@ def change_request_recheck(
         return False  # nothing superseded the evidence since it was last judged
     with acting_as(Actor.system("approvals: evidence superseded")):
         _, evaluation = _check(cr, stage)
-        _announce("change_request.evidence_changed", cr)
         if cr.state == State.APPROVED and not evaluation.passed and not cr.against_evidence:
             before = _snapshot_request(cr)
             _transition(cr, "reopen")
@@ -738,7 +740,7 @@ def change_request_recheck(
                 before=before,
                 after=_snapshot_request(cr),
             )
-            _announce("change_request.reopened", cr)
+            _announce("change_request.opened", cr, reopened=True)
             return True
     return False
 

@@ -18,7 +18,10 @@ EVENTS: Final = (
     "verdict.changed",  # verdicts: a new verdict superseded one with other states
     "run.failed",  # runs: a run ended FAILED
     "change_request.opened",  # approvals
-    "change_request.decided",  # approvals: approved or rejected
+    "change_request.decided",  # approvals: approved or rejected ("decision" in the payload)
+    "change_request.withdrawn",  # approvals
+    "change_request.applied",  # approvals: the deployment's configuration changed
+    "change_request.expired",  # approvals: not applied in time, or superseded
 )
 
 

@@ -35,20 +35,20 @@ VIEWER_MAY_POST = {
 }
 # Approvals: which roles may write (or, for the audit trail, read) each route; every other role
 # must be refused.
-E, O, M = roles.EXPERIMENTER, roles.OPERATOR, roles.MANAGER
+EXP, OPS, MGR = roles.EXPERIMENTER, roles.OPERATOR, roles.MANAGER
 CR = "api/v1/change-requests/<int:change_request_id>/"
 APPROVAL_ROLES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("post", "api/v1/deployments/"): (M,),
-    ("patch", "api/v1/deployments/<slug:name>/"): (M,),
-    ("post", "api/v1/deployments/<slug:name>/accepted-objectives/"): (M,),
-    ("post", "api/v1/change-requests/"): (E, M),
-    ("post", CR + "open/"): (E, M),
-    ("post", CR + "withdraw/"): (E, M),
-    ("post", CR + "approve/"): (M,),
-    ("post", CR + "reject/"): (M,),
-    ("post", CR + "apply/"): (O, M),
-    ("post", CR + "comments/"): (E, O, M),
-    ("get", "api/v1/audit/events/"): (M,),
+    ("post", "api/v1/deployments/"): (MGR,),
+    ("patch", "api/v1/deployments/<slug:name>/"): (MGR,),
+    ("post", "api/v1/deployments/<slug:name>/accepted-objectives/"): (MGR,),
+    ("post", "api/v1/change-requests/"): (EXP, MGR),
+    ("post", CR + "open/"): (EXP, MGR),
+    ("post", CR + "withdraw/"): (EXP, MGR),
+    ("post", CR + "approve/"): (MGR,),
+    ("post", CR + "reject/"): (MGR,),
+    ("post", CR + "apply/"): (OPS, MGR),
+    ("post", CR + "comments/"): (EXP, OPS, MGR),
+    ("get", "api/v1/audit/events/"): (MGR,),
 }
 # Route prefixes whose writes need the operator role (and whose token route is operator-only).
 OPERATOR_ROUTES = ("api/v1/hosts/",)

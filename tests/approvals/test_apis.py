@@ -57,7 +57,8 @@ def _error(response: Any, status: int, code: str) -> dict[str, Any]:
     body: dict[str, Any] = response.json()
     assert set(body["error"]) == {"code", "message", "fields"}
     assert body["error"]["code"] == code, body
-    return body["error"]
+    error: dict[str, Any] = body["error"]
+    return error
 
 
 def test_ci_opens_a_change_request_and_a_manager_approves_it_over_rest(

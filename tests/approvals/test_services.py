@@ -4,6 +4,7 @@ and the pages call these and are tested for the same answers in test_apis / test
 from __future__ import annotations
 
 import copy
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from approvals.models import ChangeRequest, DeploymentPeriod
 from audit.models import AuditEvent
 from audit.selectors import events_for
 from configurations.services import configuration_create
+from notifications.models import Delivery, Webhook
 from specportal.api.errors import ApplicationError
 from tests.approvals.helpers import (
     ALL_KEEP,
@@ -62,13 +64,15 @@ def _refused(call: Any, status: int, code: str) -> ApplicationError:
 
 
 def test_open_approve_apply_moves_the_deployment_and_records_its_history(
-    world: dict[str, Any], django_capture_on_commit_callbacks: Any, caplog: Any
+    world: dict[str, Any],
 ) -> None:
     s, dep, mia, otto = world["s"], world["dep"], world["mia"], world["otto"]
-    caplog.set_level("INFO", logger="notifications")
+    hook = Webhook.objects.create(
+        owner=mia, url="https://hooks.example.org/sp", secret="s" * 32,
+        events=["change_request.opened", "change_request.decided", "change_request.applied"],
+    )  # fmt: skip
     registered_at = dep.periods.get().started_at
-    with django_capture_on_commit_callbacks(execute=True):
-        cr = opened(s, dep, world["experiment"])
+    cr = opened(s, dep, world["experiment"])
     assert cr.state == State.OPEN
     assert cr.from_configuration == s.baseline
     check = cr.checks.get()
@@ -79,7 +83,6 @@ def test_open_approve_apply_moves_the_deployment_and_records_its_history(
     }  # fmt: skip
     lock_line = next(x for x in check.rules["lines"] if x["rule"] == "lock_before_first_run")
     assert lock_line["locked_at"] < lock_line["first_run_started_at"]
-    assert "change_request.opened" in caplog.text
     cr = services.change_request_approve(user=mia, change_request=cr)
     assert (cr.state, cr.decided_by, cr.against_evidence) == (State.APPROVED, mia, False)
     assert cr.expires_at is not None
@@ -106,6 +109,17 @@ def test_open_approve_apply_moves_the_deployment_and_records_its_history(
         "change_request.evidence_check", "change_request.approve", "change_request.apply",
     ]  # fmt: skip
     assert ("change_request.approve", "mia") in actions
+    # announced through notifications.emit, in the same transactions
+    sent = [
+        (d.event, json.loads(d.body)["payload"])
+        for d in Delivery.objects.filter(webhook=hook).order_by("pk")
+    ]
+    assert [(event, p["state"], p.get("decision")) for event, p in sent] == [
+        ("change_request.opened", "open", None),
+        ("change_request.decided", "approved", "approved"),
+        ("change_request.applied", "applied", None),
+    ]
+    assert sent[0][1]["url_path"] == f"/change-requests/{cr.pk}/"
     change = events_for(dep).filter(action="deployment.configuration_change").get()
     assert (
         (change.before or {})["configuration_id"],
