@@ -94,3 +94,63 @@ def configuration_delete(*, config: FrozenConfiguration) -> None:
             code="protected",
             status_code=409,
         ) from exc
+
+
+def configuration_resolve(
+    *, value: Any, path: str, created_by: User | AnonymousUser | None = None
+) -> FrozenConfiguration:
+    """An arm's configuration from an experiment document: a stored id, an inline ``document``
+    (stored by content: an identical document reuses the stored configuration), or an
+    ``import_command`` (the engine's own command line, turned into a document first).
+
+    ``{"id": 3}`` or ``3``; ``{"document": {...}, "name": "..."}``; ``{"import_command": "vllm
+    serve ...", "name": "...", "engine_version": "0.30.0"}``. Errors name ``path``.
+    """
+    from specportal.engines.importer import ImportProblem, import_command
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = {"id": value}
+    if not isinstance(value, dict):
+        raise ApplicationError(
+            "An arm needs a configuration id, a document or an import_command.",
+            fields={path: ["an id, {'document': {...}} or {'import_command': '...'}"]},
+        )
+    keys = set(value)
+    allowed = {"id", "document", "import_command", "name", "engine_version", "image"}
+    unknown = sorted(keys - allowed)
+    if unknown:
+        raise ApplicationError(
+            "Unknown keys.", fields={f"{path}.{k}": ["unknown key"] for k in unknown}
+        )
+    kinds = [k for k in ("id", "document", "import_command") if k in value]
+    if len(kinds) != 1:
+        raise ApplicationError(
+            "Give exactly one of id, document, import_command.",
+            fields={path: [f"found {', '.join(kinds) or 'none'}"]},
+        )
+    if "id" in value:
+        found = FrozenConfiguration.objects.filter(pk=value["id"]).first()
+        if found is None:
+            raise ApplicationError("No such configuration.", fields={f"{path}.id": ["not found"]})
+        return found
+    name = str(value.get("name") or "")
+    if "import_command" in value:
+        try:
+            document = import_command(
+                str(value["import_command"]),
+                engine_version=value.get("engine_version"),
+                image=value.get("image"),
+            ).document
+        except ImportProblem as exc:
+            raise ApplicationError(
+                "The command line cannot be imported.",
+                fields={f"{path}.import_command": [str(exc)]},
+            ) from None
+    else:
+        document = value["document"]
+    try:
+        config, _ = configuration_create(document=document, name=name, created_by=created_by)
+    except ApplicationError as exc:
+        fields = {f"{path}.{k}": v for k, v in exc.fields.items()}
+        raise ApplicationError(exc.message, fields=fields or {path: [exc.message]}) from None
+    return config

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,10 +14,10 @@ from rest_framework.views import APIView
 from accounts.permissions import IsExperimenterOrReadOnly
 from analysis.objectives import objectives_hash
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
-from configurations.models import FrozenConfiguration
 from experiments import selectors, services
 from experiments.models import Experiment
 from experiments.planning import estimated_wall_seconds
+from experiments.services import CONTEXT_KEYS
 from hosts.models import GpuHost
 from runs.apis import RunOutput
 from runs.selectors import run_list
@@ -49,6 +50,8 @@ class ExperimentOutput(serializers.Serializer[Any]):
     max_failed_runs = serializers.IntegerField()
     objectives = serializers.JSONField()
     objectives_hash = serializers.CharField()
+    mode = serializers.CharField()
+    context = serializers.JSONField()  # type: ignore[assignment]
     locked_at = serializers.DateTimeField()
     arms_difference_reason = serializers.CharField()
     arms_differences = serializers.JSONField()
@@ -78,16 +81,21 @@ class ExperimentListApi(APIView):
     class ExperimentCreateInputSerializer(serializers.Serializer[Any]):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(required=False, allow_blank=True, default="")
-        baseline = serializers.PrimaryKeyRelatedField(queryset=FrozenConfiguration.objects.all())
-        candidates = serializers.PrimaryKeyRelatedField(
-            queryset=FrozenConfiguration.objects.all(), many=True
-        )
+        # A stored id, or {"document": {...}} / {"import_command": "..."}, stored by content.
+        baseline = serializers.JSONField()
+        candidates = serializers.ListField(child=serializers.JSONField(), min_length=1)
+        mode = serializers.ChoiceField(Experiment.Mode.choices, default=Experiment.Mode.MEASURED)
+        context = serializers.DictField(required=False, default=dict)  # type: ignore[assignment]
         labels = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
         workloads = serializers.ListField(child=serializers.DictField())
         loads = serializers.ListField(child=serializers.DictField())
         objectives = serializers.DictField()
         hosts = serializers.SlugRelatedField(
-            slug_field="name", queryset=GpuHost.objects.all(), many=True
+            slug_field="name",
+            queryset=GpuHost.objects.all(),
+            many=True,
+            required=False,
+            default=list,
         )
         repetitions = serializers.IntegerField(min_value=1, default=3)
         warmup_requests = serializers.IntegerField(min_value=0, default=0)
@@ -100,24 +108,60 @@ class ExperimentListApi(APIView):
         max_failed_runs = serializers.IntegerField(min_value=0, default=0)
         arms_difference_reason = serializers.CharField(required=False, allow_blank=True, default="")
 
-    @extend_schema(operation_id="experiments_list", responses=ExperimentOutput(many=True))
+    @extend_schema(
+        operation_id="experiments_list",
+        responses=ExperimentOutput(many=True),
+        parameters=[
+            OpenApiParameter(name, OpenApiTypes.STR, description=f"context.{name} equals")
+            for name in CONTEXT_KEYS
+        ]
+        + [OpenApiParameter("mode", OpenApiTypes.STR, enum=list(Experiment.Mode.values))],
+    )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, ())  # no filters yet: a ?status= would be ignored
-        experiments = selectors.experiment_list()[:200]
+        refuse_unknown_filters(request, (*CONTEXT_KEYS, "mode"))
+        params = request.query_params
+        filters = {k: str(params[k]) for k in CONTEXT_KEYS if k in params}
+        experiments = selectors.experiment_list(context=filters, mode=params.get("mode"))[:200]
         return Response(ExperimentOutput(experiments, many=True).data)
 
     @extend_schema(
         operation_id="experiments_create",
         request=ExperimentCreateInputSerializer,
         responses={201: ExperimentOutput},
-    )
+        description="One document creates an experiment: arms as stored configuration ids or "
+        "inline ({\"document\": {...}} or {\"import_command\": \"vllm serve ...\"}; stored by content, "
+        "an identical document reuses the stored configuration), workloads, loads, repetitions, "
+        "hosts, objectives, a CI `context` (repository, commit, branch, pull_request, job_url), "
+        "and `mode` (`import`: cells filled by POST /api/v1/imports/, no hosts needed).",
+        examples=[OpenApiExample("from CI", request_only=True, value={
+            "name": "eagle3 vs baseline, PR 812", "baseline": 3,
+            "candidates": [{"document": {"schema": 1, "engine": "vllm", "engine_build": {
+                "version": "0.30.0"}, "target": {"model": "Qwen/Qwen3-8B"}, "proposal": {
+                "method": "eagle3", "model": "org/eagle3-head", "num_speculative_tokens": 3}},
+                "name": "eagle3-k3"}],
+            "labels": ["baseline", "eagle3"],
+            "workloads": [{"name": "chat", "dataset_name": "bundled", "category": "chat"}],
+            "loads": [{"name": "c1", "concurrency": 1, "requests": 200},
+                      {"name": "c32", "concurrency": 32, "requests": 2000}],
+            "repetitions": 5, "hosts": ["gpu-a"],
+            "objectives": {"schema": 1, "objectives": [{"metric": "output_throughput",
+                "statistic": "value", "per": "run", "aggregate": "median", "op": ">=",
+                "threshold": 1.0, "scope": "relative"}]},
+            "context": {"repository": "github.com/acme/serving", "commit": "9f1c2ab",
+                        "branch": "eagle3", "pull_request": "812",
+                        "job_url": "https://ci.acme.dev/jobs/5521"}})],
+    )  # fmt: skip
     @idempotent
     def post(self, request: Request) -> Response:
         # A misspelt optional key (``nmae``, ``warmup``) would silently take its default.
         refuse_unknown_fields(request.data, tuple(self.ExperimentCreateInputSerializer().fields))
         data = self.ExperimentCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        experiment = services.experiment_create(user=request.user, **data.validated_data)
+        values = dict(data.validated_data)
+        values["baseline"], values["candidates"] = services.experiment_arms_resolve(
+            user=request.user, baseline=values["baseline"], candidates=values["candidates"]
+        )
+        experiment = services.experiment_create(user=request.user, **values)
         experiment = selectors.experiment_get(experiment_id=experiment.pk)
         return Response(ExperimentOutput(experiment).data, status=status.HTTP_201_CREATED)
 

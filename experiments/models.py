@@ -29,6 +29,10 @@ class Experiment(models.Model):
         CONTINUE = "continue"
         STOP = "stop"
 
+    class Mode(models.TextChoices):
+        MEASURED = "measured"  # agents on the experiment's hosts measure every run
+        IMPORT = "import"  # its cells are filled by uploads of other tools' result files
+
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(
@@ -57,6 +61,9 @@ class Experiment(models.Model):
     lint_override_reason = models.TextField(blank=True)
     lint_findings = models.JSONField(default=list, blank=True)
     hosts = models.ManyToManyField("hosts.GpuHost", related_name="experiments")
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.MEASURED)
+    # Where a CI job's experiment comes from: repository, commit, branch, pull_request, job_url.
+    context = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -29,8 +29,16 @@ SIDE_BY_SIDE_KEYS: Final = (
 )
 
 
-def experiment_list() -> QuerySet[Experiment]:
-    return Experiment.objects.prefetch_related("arms__configuration", "hosts")
+def experiment_list(
+    *, context: Mapping[str, str] | None = None, mode: str | None = None
+) -> QuerySet[Experiment]:
+    """Experiments, newest first; ``context`` filters on the CI context's fields (equality)."""
+    experiments = Experiment.objects.prefetch_related("arms__configuration", "hosts")
+    for key, value in (context or {}).items():
+        experiments = experiments.filter(**{f"context__{key}": value})
+    if mode:
+        experiments = experiments.filter(mode=mode)
+    return experiments
 
 
 def experiment_get(*, experiment_id: int) -> Experiment:

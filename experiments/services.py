@@ -49,6 +49,8 @@ WORKLOAD_KEYS: Final = frozenset(
     }
 )
 RUNNERS: Final = ("specportal", "vllm-bench-serve")
+# The CI context an experiment may carry (shown on its page, filterable in the list).
+CONTEXT_KEYS: Final = ("repository", "commit", "branch", "pull_request", "job_url")
 LOAD_KEYS: Final = frozenset(
     {"name", "concurrency", "request_rate", "burstiness", "requests", "duration_s"}
 )
@@ -95,19 +97,48 @@ def _check_named_list(
     return list(items)
 
 
-def _check_loads(loads: list[dict[str, Any]], errors: dict[str, list[str]]) -> None:
+def _check_context(context: Mapping[str, Any], errors: dict[str, list[str]]) -> dict[str, str]:
+    clean: dict[str, str] = {}
+    for key, value in context.items():
+        if key not in CONTEXT_KEYS:
+            errors.setdefault(f"context.{key}", []).append(
+                f"unknown key: choose from {', '.join(CONTEXT_KEYS)}"
+            )
+        elif not isinstance(value, str | int) or isinstance(value, bool) or len(str(value)) > 500:
+            errors.setdefault(f"context.{key}", []).append("a string of at most 500 characters")
+        else:
+            clean[key] = str(value)
+    return clean
+
+
+def experiment_arms_resolve(
+    *, user: AbstractBaseUser | AnonymousUser | None, baseline: Any, candidates: Sequence[Any]
+) -> tuple[FrozenConfiguration, list[FrozenConfiguration]]:
+    """Arms given by id or inline (``configurations.services.configuration_resolve``)."""
+    from configurations.services import configuration_resolve
+
+    creator = user if isinstance(user, User) else None
+    first = configuration_resolve(value=baseline, path="baseline", created_by=creator)
+    rest = [configuration_resolve(value=c, path=f"candidates.{i}", created_by=creator)
+            for i, c in enumerate(candidates)]  # fmt: skip
+    return first, rest
+
+
+def _check_loads(
+    loads: list[dict[str, Any]], errors: dict[str, list[str]], *, importing: bool = False
+) -> None:
     for index, load in enumerate(loads):
         path = f"loads.{index}"
         for key in ("concurrency", "requests"):
             value = load.get(key)
             if value is not None and (not isinstance(value, int) or value < 1):
                 errors.setdefault(f"{path}.{key}", []).append("must be an integer >= 1")
-        if not load.get("requests") and not load.get("duration_s"):
+        if not load.get("requests") and not load.get("duration_s") and not importing:
             errors.setdefault(path, []).append("needs 'requests' or 'duration_s'")
     quiet = [
         load for load in loads if load.get("concurrency") == 1 and not load.get("request_rate")
     ]
-    if loads and not quiet:
+    if loads and not quiet and not importing:  # imported files bring the loads they ran
         errors.setdefault("loads", []).append(
             "needs a quiet level: closed loop at concurrency 1 (one idle request is what a "
             "single user feels)"
@@ -144,9 +175,13 @@ def experiment_create(
     failure_policy: str = Experiment.FailurePolicy.CONTINUE,
     max_failed_runs: int = 0,
     arms_difference_reason: str = "",
+    mode: str = Experiment.Mode.MEASURED,
+    context: Mapping[str, Any] | None = None,
 ) -> Experiment:
     """Validate the whole definition at once (every problem reported with its path)."""
     errors: dict[str, list[str]] = {}
+    clean_context = _check_context(context or {}, errors)
+    importing = mode == Experiment.Mode.IMPORT
     workloads = _check_named_list(workloads, "workloads", WORKLOAD_KEYS, errors)
     for index, workload in enumerate(workloads):
         if isinstance(workload, dict) and workload.get("runner", "specportal") not in RUNNERS:
@@ -154,10 +189,10 @@ def experiment_create(
                 f"must be one of {', '.join(RUNNERS)}"
             )
     loads = _check_named_list(loads, "loads", LOAD_KEYS, errors)
-    _check_loads(loads, errors)
+    _check_loads(loads, errors, importing=importing)
     if not candidates:
         errors.setdefault("candidates", []).append("an experiment needs at least one candidate")
-    if not hosts:
+    if not hosts and not importing:
         errors.setdefault("hosts", []).append("an experiment needs at least one host")
     if repetitions < 1:
         errors.setdefault("repetitions", []).append("must be >= 1")
@@ -208,6 +243,8 @@ def experiment_create(
         objectives=normalised,
         arms_difference_reason=arms_difference_reason.strip() if differences else "",
         arms_differences=differences,
+        mode=mode,
+        context=clean_context,
     )
     experiment.full_clean()
     experiment.save()
@@ -334,12 +371,16 @@ def experiment_start(*, experiment: Experiment, lint_override_reason: str = "") 
     """Check hosts and lint, lock the objectives (hash + timestamp), queue each host's first run."""
     experiment = Experiment.objects.select_for_update().get(pk=experiment.pk)
     _require_draft(experiment)
-    refusals, findings = _start_refusals(experiment, lint_override_reason=lint_override_reason)
+    measured = experiment.mode == Experiment.Mode.MEASURED
+    refusals: dict[str, list[str]] = {}
+    findings: list[dict[str, Any]] = []
+    if measured:  # an import-mode experiment runs nothing: no host to check, no plan to queue
+        refusals, findings = _start_refusals(experiment, lint_override_reason=lint_override_reason)
     if refusals:
         raise ApplicationError(
             "The experiment cannot start.", code="refused", fields=refusals, status_code=409
         )
-    if not experiment.runs.exists():
+    if measured and not experiment.runs.exists():
         experiment_plan(experiment=experiment)
     now = timezone.now()
     experiment.objectives_hash = objectives_hash(experiment.objectives)
@@ -358,7 +399,8 @@ def experiment_start(*, experiment: Experiment, lint_override_reason: str = "") 
             "lint_override_reason",
         ]
     )
-    experiment_advance(experiment_id=experiment.pk)
+    if measured:
+        experiment_advance(experiment_id=experiment.pk)
     return experiment
 
 

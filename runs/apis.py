@@ -8,6 +8,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
+    OpenApiExample,
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
@@ -34,8 +35,8 @@ class RunOutput(serializers.Serializer[Any]):
     experiment = serializers.IntegerField(source="experiment_id")
     sequence = serializers.IntegerField()
     arm = serializers.CharField(source="arm.label")
-    host = serializers.CharField(source="host.name")
-    host_emulated = serializers.BooleanField(source="host.emulated")
+    host = serializers.CharField(source="host.name", allow_null=True, default=None)
+    host_emulated = serializers.BooleanField(source="host.emulated", allow_null=True, default=None)
     workload = serializers.CharField()
     load = serializers.CharField()
     repetition = serializers.IntegerField()
@@ -55,6 +56,13 @@ class RunOutput(serializers.Serializer[Any]):
     # Fraction of prompt tokens served from the prefix cache; null when the engine did not say.
     prefix_cache_hit_fraction = serializers.FloatField(allow_null=True)
     prefix_cache_source = serializers.CharField(source="prefix_cache.source", allow_null=True)
+    # Imported runs (import-mode experiments): the file's format and tool; "" when measured.
+    imported = serializers.BooleanField()
+    imported_label = serializers.CharField()
+    source_format = serializers.CharField()
+    source_tool = serializers.CharField()
+    source_tool_version = serializers.CharField()
+    source_sha256 = serializers.CharField()
 
 
 class RunDetailOutput(RunOutput):
@@ -178,3 +186,96 @@ class RunRequestsDownloadApi(APIView):
         )
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.jsonl"'
         return response
+
+
+IMPORT_MAX_BYTES: Final = 512 * 1024**2
+READ_CHUNK: Final = 1 << 20
+
+ImportedOutput = inline_serializer(
+    "ImportedRuns",
+    {
+        "runs": RunOutput(many=True),
+        "created": serializers.ListField(child=serializers.BooleanField()),
+        "from": serializers.ListField(child=serializers.CharField()),
+    },
+)
+
+
+class ImportApi(APIView):
+    """Other tools' result files into an import-mode experiment (validated whole first)."""
+
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    @extend_schema(
+        operation_id="imports_create",
+        parameters=[
+            OpenApiParameter("experiment", OpenApiTypes.INT, required=True),
+            OpenApiParameter("arm", OpenApiTypes.STR, description="arm label (needed when the "
+                             "experiment has several)"),
+            OpenApiParameter("cell", OpenApiTypes.STR, description="WORKLOAD/LOAD; default: the "
+                             "load level the file's max_concurrency / request_rate describe"),
+            OpenApiParameter("repetition", OpenApiTypes.INT, description="default: the next free"),
+            OpenApiParameter("filename", OpenApiTypes.STR, description="named in error paths"),
+        ],
+        request={"application/json": OpenApiTypes.BINARY, "application/gzip": OpenApiTypes.BINARY,
+                 "multipart/form-data": OpenApiTypes.BINARY},
+        responses={201: ImportedOutput, 200: ImportedOutput},
+        description="The body is one result file (SpecPortal's own, `vllm bench serve`, SGLang "
+        "`bench_serving`, GuideLLM, AIPerf; JSON, JSON Lines or gzip), or multipart with several "
+        "`file` parts (AIPerf's aggregate JSON with its per-request JSONL). Every file is read "
+        "whole and every run checked before anything is written: a bad file, line or field, an "
+        "unknown layout or a model other than the arm's is a 400 naming it, and nothing is "
+        "saved. Idempotent by the file's SHA-256: the same file again answers 200 with the runs "
+        "it made (so no Idempotency-Key is needed).",
+        examples=[OpenApiExample("imported", response_only=True, status_codes=["201"], value={
+            "runs": [{"id": 41, "arm": "baseline", "workload": "chat", "load": "c4",
+                      "repetition": 1, "status": "done", "imported": True,
+                      "imported_label": "imported from vllm bench serve: not measured by "
+                      "SpecPortal", "source_format": "vllm-bench-serve"}],
+            "created": [True], "from": ["file.result.json.run 0"]})],
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        from runs.imports import run_import
+
+        refuse_unknown_filters(request, ("experiment", "arm", "cell", "repetition", "filename"))
+        params = request.query_params
+        try:
+            experiment = int(params.get("experiment", ""))
+            repetition = int(params["repetition"]) if params.get("repetition") else None
+        except ValueError:
+            raise ApplicationError("experiment and repetition are whole numbers.",
+                                   fields={"experiment": ["an integer"]}) from None  # fmt: skip
+        if repetition is not None and repetition < 1:
+            raise ApplicationError("repetition starts at 1.", fields={"repetition": [">= 1"]})
+        files = _uploaded_files(request)
+        imported = run_import(experiment_id=experiment, files=files, arm=params.get("arm"),
+                              cell=params.get("cell"), repetition=repetition)  # fmt: skip
+        created = [i.created for i in imported]
+        body = {"runs": RunOutput([i.run for i in imported], many=True).data, "created": created,
+                "from": [i.file for i in imported]}  # fmt: skip
+        return Response(body, status=201 if any(created) else 200)
+
+
+def _uploaded_files(request: Request) -> list[tuple[str, bytes]]:
+    django_request = request._request
+    if (request.content_type or "").startswith("multipart/form-data"):
+        parts = django_request.FILES.getlist("file")
+        if not parts:
+            raise ApplicationError("No file part.", fields={"file": ["one or more 'file' parts"]})
+        out = []
+        for part in parts:
+            if (part.size or 0) > IMPORT_MAX_BYTES:
+                raise ApplicationError("The file is too large.", status_code=413,
+                                       fields={f"file.{part.name}": [f"over {IMPORT_MAX_BYTES} bytes"]})  # fmt: skip
+            out.append((str(part.name), part.read()))
+        return out
+    # Read the stream ourselves: request.body refuses anything above DATA_UPLOAD_MAX_MEMORY_SIZE.
+    body = bytearray()
+    while chunk := django_request.read(READ_CHUNK):
+        body += chunk
+        if len(body) > IMPORT_MAX_BYTES:
+            raise ApplicationError("The file is too large.", status_code=413,
+                                   fields={"body": [f"over {IMPORT_MAX_BYTES} bytes"]})  # fmt: skip
+    if not body:
+        raise ApplicationError("The body is empty.", fields={"body": ["a result file"]})
+    return [(request.query_params.get("filename") or "upload", bytes(body))]

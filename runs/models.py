@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from django.db import models
 
 from runs.fields import FloatArrayField, IntegerArrayField
+
+if TYPE_CHECKING:
+    from hosts.models import GpuHost
 
 
 class Run(models.Model):
@@ -30,7 +33,12 @@ class Run(models.Model):
         "experiments.Experiment", on_delete=models.CASCADE, related_name="runs"
     )
     arm = models.ForeignKey("experiments.Arm", on_delete=models.PROTECT, related_name="runs")
-    host = models.ForeignKey("hosts.GpuHost", on_delete=models.PROTECT, related_name="runs")
+    # Null only for a run imported from another tool's file (no SpecPortal host measured it).
+    # Typed as never None: every code path that reads it (dispatch, claims, the agents' API)
+    # handles measured runs only, and dispatch refuses a run without a host (``_host_name``).
+    host: models.ForeignKey[GpuHost | None, GpuHost] = models.ForeignKey(  # type: ignore[misc]
+        "hosts.GpuHost", on_delete=models.PROTECT, related_name="runs", null=True, blank=True
+    )
     sequence = models.PositiveIntegerField()  # execution order within the experiment, from 1
     workload = models.CharField(max_length=100)
     load = models.CharField(max_length=100)
@@ -70,6 +78,16 @@ class Run(models.Model):
     result_schema = models.PositiveIntegerField(null=True, blank=True)
     requests_total = models.PositiveIntegerField(null=True, blank=True)
     requests_failed = models.PositiveIntegerField(null=True, blank=True)
+    # An imported run (import-mode experiments): the file's format (empty: measured by
+    # SpecPortal), the producing tool and version where the file says, the file's SHA-256 and the
+    # run's place in it (an identical upload is idempotent), and which figures came from the file
+    # and which were derived (``RunFile.describe()``).
+    source_format = models.CharField(max_length=32, blank=True)
+    source_tool = models.CharField(max_length=64, blank=True)
+    source_tool_version = models.CharField(max_length=64, blank=True)
+    source_sha256 = models.CharField(max_length=64, blank=True)
+    source_index = models.PositiveIntegerField(null=True, blank=True)
+    source = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("experiment", "sequence")
@@ -92,6 +110,17 @@ class Run(models.Model):
     @property
     def cell(self) -> str:
         return f"{self.workload}/{self.load}"
+
+    @property
+    def imported(self) -> bool:
+        return bool(self.source_format) and self.source_format != "specportal"
+
+    @property
+    def imported_label(self) -> str:
+        """What pages and verdicts say of an imported run ("" for a measured one)."""
+        if not self.source_format:
+            return ""
+        return str(self.source.get("label") or f"imported from {self.source_tool}")
 
 
 # The measured columns of a RequestRecord, in the order ingestion writes them and downloads

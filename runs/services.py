@@ -89,7 +89,7 @@ def run_queue(run: Run) -> None:
     run.progress, run.engine_report, run.engine_env = {}, {}, {}
     run.engine_checked, run.mismatches, run.command = [], [], []
     run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at", *ATTEMPT_FIELDS])
-    dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
+    dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=_host_name(run))
 
 
 # --- the agent's side ---------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def runs_republish_stale() -> int:
                 pk=run.pk, status=Run.Status.QUEUED, attempt=run.attempt
             ).update(queued_at=timezone.now())
             if touched:
-                dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=run.host.name)
+                dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=_host_name(run))
                 count += 1
     return count
 
@@ -254,7 +254,8 @@ def runs_reap_expired_leases() -> int:
     for run_id, experiment_id in expired:
         with transaction.atomic():
             run = (
-                Run.objects.select_for_update()
+                # of=self: the host join is an outer one (imported runs have none).
+                Run.objects.select_for_update(of=("self",))
                 .select_related("host")
                 .filter(
                     pk=run_id,
@@ -298,3 +299,10 @@ def run_failed_announce(run: Run) -> None:
             "error": run.error[-2000:],
         },
     )
+
+
+def _host_name(run: Run) -> str:
+    # Only measured runs are queued; an imported run has no host and never reaches the wire.
+    if run.host is None:
+        raise ValueError(f"run {run.pk} has no host (imported): it is never dispatched")
+    return run.host.name

@@ -4,6 +4,7 @@ from runs import agent_apis, apis, views
 
 urlpatterns = [
     path("api/v1/runs/", apis.RunListApi.as_view(), name="api-runs"),
+    path("api/v1/imports/", apis.ImportApi.as_view(), name="api-imports"),
     path("api/v1/runs/<int:run_id>/", apis.RunDetailApi.as_view(), name="api-run"),
     path("api/v1/runs/<int:run_id>/summary/", apis.RunSummaryApi.as_view(), name="api-run-summary"),
     path("api/v1/runs/<int:run_id>/cancel/", apis.RunCancelApi.as_view(), name="api-run-cancel"),

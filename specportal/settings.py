@@ -179,6 +179,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two models have a "mode" choice set (hosts, experiments): name each.
+    "ENUM_NAME_OVERRIDES": {
+        "ExperimentModeEnum": "experiments.models.Experiment.Mode",
+        "HostModeEnum": "hosts.models.GpuHost.Mode",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------------
