@@ -3,15 +3,20 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from specportal.api.sqlite_triggers import SqliteTriggersKept
+
+triggers = SqliteTriggersKept()
+
 
 class Migration(migrations.Migration):
 
     dependencies = [
         ('hosts', '0001_initial'),
-        ('runs', '0001_initial'),
+        ('runs', '0003_runfigures'),
     ]
 
     operations = [
+        triggers.save(),
         migrations.AddField(
             model_name='run',
             name='source',
@@ -47,4 +52,5 @@ class Migration(migrations.Migration):
             name='host',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='hosts.gpuhost'),
         ),
+        triggers.restore(),
     ]
