@@ -86,7 +86,12 @@ def ecdf_figure(
     """
     name, axis = ECDF_METRICS[metric]
     traces = []
-    for curve in _ecdf_series(arms):
+    curves = _ecdf_series(arms)
+    xs = [float(v) for c in curves for v in (c.x[0], c.x[-1]) if c.x and v is not None]
+    # A step at the largest sample must not sit on the plot's edge: pad the linear range.
+    pad = (max(xs) - min(xs)) * 0.03 or 1.0 if xs else 0.0
+    linear_range = [min(xs) - pad, max(xs) + pad] if xs else None
+    for curve in curves:
         arm, n, label = curve.arm, curve.n, curve.label or curve.arm.label
         traces.append(
             go.Scatter(
@@ -110,10 +115,12 @@ def ecdf_figure(
             title=f"{name} ECDF{' · ' + cell if cell else ''}",
             x_title=axis,
             y_title="fraction of samples ≤ x",
-            updatemenus=log_x_buttons(log=log_x),
+            updatemenus=log_x_buttons(log=log_x, linear_range=linear_range),
         ),
     )
     fig.update_xaxes(type="log" if log_x else "linear")
+    if not log_x and linear_range is not None:
+        fig.update_xaxes(range=linear_range)
     fig.update_yaxes(range=[0, 1.02])
     return figure_dict(fig, filename=f"ecdf-{metric}{'-' + cell.replace('/', '-') if cell else ''}")
 

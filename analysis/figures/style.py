@@ -148,8 +148,14 @@ def config(filename: str) -> dict[str, Any]:
     }
 
 
-def log_x_buttons(*, log: bool) -> list[dict[str, Any]]:
-    """A linear / log switch for the x axis, drawn by Plotly itself (no page script needed)."""
+def log_x_buttons(*, log: bool, linear_range: list[float] | None = None) -> list[dict[str, Any]]:
+    """A linear / log switch for the x axis, drawn by Plotly itself (no page script needed).
+    ``linear_range`` is the padded range the linear view uses; log autoranges."""
+    linear: dict[str, Any] = {"xaxis.type": "linear"}
+    if linear_range is not None:
+        linear["xaxis.range"] = linear_range
+    else:
+        linear["xaxis.autorange"] = True
     return [
         {
             "type": "buttons",
@@ -162,8 +168,12 @@ def log_x_buttons(*, log: bool) -> list[dict[str, Any]]:
             "active": 1 if log else 0,
             "pad": {"r": 2, "t": 2},
             "buttons": [
-                {"label": "linear x", "method": "relayout", "args": [{"xaxis.type": "linear"}]},
-                {"label": "log x", "method": "relayout", "args": [{"xaxis.type": "log"}]},
+                {"label": "linear x", "method": "relayout", "args": [linear]},
+                {
+                    "label": "log x",
+                    "method": "relayout",
+                    "args": [{"xaxis.type": "log", "xaxis.autorange": True}],
+                },
             ],
         }
     ]

@@ -69,6 +69,7 @@ def test_ecdf_figure_has_one_trace_per_arm_in_position_order_with_units_and_n() 
     # log x is one click away, and can be the default
     buttons = fig["layout"]["updatemenus"][0]["buttons"]
     assert [b["args"][0]["xaxis.type"] for b in buttons] == ["linear", "log"]
+    assert buttons[1]["args"][0]["xaxis.autorange"] is True
     assert F.ecdf_figure("ttft", arms, log_x=True)["layout"]["xaxis"]["type"] == "log"
     # the table behind it
     rows = F.ecdf_rows("ttft", arms)
