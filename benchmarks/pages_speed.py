@@ -248,6 +248,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--experiment", type=int, help="also measure this stored experiment")
     parser.add_argument("--no-precompute", action="store_true", help="reuse stored figures")
+    parser.add_argument(
+        "--only-experiment", action="store_true", help="measure --experiment alone (no synthetic)"
+    )
     args = parser.parse_args()
 
     import django
@@ -267,15 +270,27 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     settings.ALLOWED_HOSTS = ["*"]
     print(f"load average: {os.getloadavg()}")
+    user = user_create_or_update(username="bench-viewer", password=None, role_names=["viewer"])
+    client = Client()
+    client.force_login(user)
+    if args.only_experiment and args.experiment:
+        baseline_ms, _ = _timed(client, "/hosts/", args.repeat)
+        print(f"baseline page (hosts list): {baseline_ms:.1f} ms")
+        if not args.no_precompute:
+            print(
+                f"precompute of experiment {args.experiment}: {_precompute(args.experiment):.1f} s"
+            )
+        ok = _measure(client, args.experiment, args.repeat, f"experiment {args.experiment}")
+        page_ms, _ = _timed(client, f"/experiments/{args.experiment}/", args.repeat)
+        print(f"ratio experiment page / hosts page: {page_ms / baseline_ms:.2f}")
+        print(f"load average: {os.getloadavg()}")
+        return 0 if ok else 1
     t = time.perf_counter()
     experiment_id = _build(args.requests, args.chunks)
     print(f"data: experiment {experiment_id} ready in {time.perf_counter() - t:.1f} s")
     if not args.no_precompute:
         seconds = _precompute(experiment_id)
         print(f"precompute (what the worker does when runs land): {seconds:.1f} s")
-    user = user_create_or_update(username="bench-viewer", password=None, role_names=["viewer"])
-    client = Client()
-    client.force_login(user)
     baseline_ms, _ = _timed(client, "/hosts/", args.repeat)
     print(f"baseline page (hosts list): {baseline_ms:.1f} ms")
     ok = _measure(

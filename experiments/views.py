@@ -28,7 +28,6 @@ from experiments.planning import estimated_wall_seconds
 from experiments.verdicts import cell_verdict, experiment_verdict, verdict_view
 from hosts.models import GpuHost
 from runs.models import Run
-from runs.selectors import run_list
 from specportal.engines.document import diff
 from specportal.engines.flags import ENGINES
 
@@ -114,8 +113,27 @@ def _sections(experiment: Experiment) -> list[dict[str, Any]]:
     return out
 
 
+# Run columns the experiment page never shows: the raw /metrics scrapes alone are tens of kB
+# per run, and decoding them for 48 runs was most of the page's time.
+HEAVY_RUN_FIELDS = (
+    "server",
+    "engine_report",
+    "log_excerpt",
+    "prefix_cache",
+    "progress",
+    "command",
+    "engine_env",
+    "acceptance",
+)
+
+
 def _experiment_context(experiment: Experiment) -> dict[str, Any]:
-    runs = list(run_list(filters={"experiment": str(experiment.pk)}))
+    runs = list(
+        Run.objects.filter(experiment=experiment)
+        .select_related("arm", "host")
+        .defer(*HEAVY_RUN_FIELDS)
+        .order_by("sequence")
+    )
     arms = _arms(experiment)
     hosts = sorted(experiment.hosts.all(), key=lambda h: h.name)
     verdict = experiment_verdict(experiment)
