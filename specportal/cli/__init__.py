@@ -57,6 +57,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "emulate", "specportal.cli.emulate", "run an emulated vLLM, SGLang or llama.cpp server"
     ),
+    Subcommand(
+        "import",
+        "specportal.cli.import_files",
+        "import other tools' result files into an import-mode experiment on a portal",
+    ),
+    Subcommand("ci", "specportal.cli.ci", "run an experiment from CI and gate on its verdict"),
     Subcommand("bench", "specportal.cli.bench", "drive load at a serving endpoint and measure it"),
     Subcommand(
         "compare",

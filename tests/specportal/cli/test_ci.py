@@ -1,0 +1,208 @@
+"""``specportal ci``: exit statuses, the verdict table, JUnit XML and Markdown from the verdict
+document (issue 11's example), and a submission retried after a dropped connection against a
+real portal server creating one experiment."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from specportal.cli import ci_reports as reports
+
+EXAMPLE = Path(__file__).parents[2] / "analysis" / "fixtures" / "verdict-example.json"
+
+
+def _verdict(states: dict[str, str | None]) -> dict[str, Any]:
+    verdict: dict[str, Any] = json.loads(EXAMPLE.read_text())
+    for candidate in verdict["candidates"]:
+        candidate["state"] = states.get(candidate["arm"], candidate["state"])
+    return verdict
+
+
+@pytest.mark.parametrize(
+    ("states", "code", "reason"),
+    [
+        ({"ngram": "KEEP", "eagle3": "KEEP"}, 0, "KEEP: eagle3, ngram"),
+        ({"ngram": "DROP", "eagle3": "KEEP"}, 1, "DROP: ngram"),
+        ({"ngram": "INCONCLUSIVE", "eagle3": "KEEP"}, 3, "INCONCLUSIVE: ngram (more runs needed)"),
+        ({"ngram": "INCONCLUSIVE", "eagle3": "DROP"}, 1, "DROP: eagle3"),
+        ({"ngram": None, "eagle3": None}, 4, "no candidate has an objective in scope"),
+    ],
+)
+def test_exit_status_follows_compare(states: dict[str, str | None], code: int, reason: str) -> None:
+    assert reports.exit_status(_verdict(states)) == (code, reason) or (
+        reports.exit_status(_verdict(states))[0] == code
+        and reason in reports.exit_status(_verdict(states))[1]
+    )
+
+
+def test_junit_has_one_case_per_candidate_and_cell() -> None:
+    verdict = json.loads(EXAMPLE.read_text())
+    xml = reports.junit_xml(verdict, experiment_url="http://portal/experiments/1/")
+    root = ET.fromstring(xml)
+    assert root.tag == "testsuites"
+    [suite] = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    expected = [(c["workload"], c["load"], e) for c in verdict["cells"] for e in c["candidates"]]
+    assert len(cases) == len(expected) == int(suite.get("tests", "0"))
+    drops = [e for _, _, e in expected if e["state"] == "DROP"]
+    unsure = [e for _, _, e in expected if e["state"] != "DROP" and e["state"] != "KEEP"]
+    assert int(suite.get("failures", "0")) == len(drops) == len(suite.findall("testcase/failure"))
+    assert int(suite.get("skipped", "0")) == len(unsure) == len(suite.findall("testcase/skipped"))
+    for case, (workload, load, entry) in zip(cases, expected, strict=True):
+        assert case.get("name") == f"{entry['arm']} {workload}/{load}"
+        assert case.get("classname") == f"specportal.{entry['arm']}"
+        failure, skipped = case.find("failure"), case.find("skipped")
+        if entry["state"] == "DROP":
+            assert failure is not None
+            assert failure.text == "\n".join(entry["reasons"])
+        elif entry["state"] == "INCONCLUSIVE":
+            assert skipped is not None
+            assert "more runs per arm" in (skipped.get("message") or "") or "unknown" in (
+                skipped.get("message") or ""
+            )
+        else:
+            assert failure is None
+            assert skipped is None
+    # Only elements and attributes of the JUnit schema GitLab and Jenkins read.
+    allowed = {"testsuites", "testsuite", "properties", "property", "testcase", "failure",
+               "skipped", "system-out"}  # fmt: skip
+    assert {e.tag for e in root.iter()} <= allowed
+
+
+def test_markdown_is_a_pull_request_comment() -> None:
+    verdict = json.loads(EXAMPLE.read_text())
+    text = reports.markdown(verdict, portal_url="http://portal", experiment_id=1,
+                            context={"pull_request": "812", "commit": "9f1c2ab"})  # fmt: skip
+    assert text.startswith("### SpecPortal: ")
+    assert "| candidate | cell | state | why |" in text
+    assert "[chat/c1](http://portal/experiments/1/#cell-chatc1)" in text
+    assert "pull_request `812`" in text
+    assert verdict["emulated_label"] in text
+    assert "<details><summary>Reasons, rule by rule</summary>" in text
+
+
+def test_the_token_is_never_a_flag(tmp_path: Path) -> None:
+    document = tmp_path / "e.json"
+    document.write_text("{}")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "SPECPORTAL_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "specportal", "ci", "run", str(document),
+                           "--portal", "http://127.0.0.1:9"], capture_output=True, text=True,
+                          env=env)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(
+        "set SPECPORTAL_TOKEN to an API token (it is never taken as a flag)"
+    )
+    assert "Traceback" not in done.stderr
+    flag = subprocess.run([sys.executable, "-m", "specportal", "ci", "run", str(document),
+                           "--portal", "http://x", "--token", "t"], capture_output=True, text=True)  # fmt: skip
+    assert flag.returncode == 2
+
+
+class DroppingProxy:
+    """Forwards each HTTP request to the portal; for the first POST, forwards it (the portal acts
+    on it) and then drops the client's connection without the answer."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target = target_port
+        self.dropped = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _read_request(self, conn: socket.socket) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        while len(body) < length:
+            body += conn.recv(65536)
+        head = b"\r\n".join(line for line in head.split(b"\r\n")
+                            if not line.lower().startswith(b"connection:"))  # fmt: skip
+        return head + b"\r\nConnection: close\r\n\r\n" + body
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            request = self._read_request(conn)
+            if not request:
+                return
+            with socket.create_connection(("127.0.0.1", self.target)) as upstream:
+                upstream.sendall(request)
+                answer = b""
+                while chunk := upstream.recv(65536):
+                    answer += chunk
+            if request.startswith(b"POST /api/v1/experiments/ ") and self.dropped == 0:
+                self.dropped += 1
+                return  # the portal created it; the client never hears so
+            conn.sendall(answer)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.integration
+def test_a_dropped_submission_is_retried_with_its_key_and_creates_one_experiment(
+    live_server: Any, setup: Any, tmp_path: Path
+) -> None:
+    from accounts.services import api_token_rotate
+    from experiments.models import Experiment
+    from tests.fixtures import OBJECTIVES
+
+    token = api_token_rotate(user=setup.experimenter)
+    document = {
+        "name": "from CI", "mode": "import", "baseline": setup.baseline.pk,
+        "candidates": [setup.ngram.pk], "workloads": [{"name": "chat"}],
+        "loads": [{"name": "c1", "concurrency": 1}, {"name": "c4", "concurrency": 4}],
+        "objectives": copy.deepcopy(OBJECTIVES),
+        "context": {"repository": "github.com/acme/serving", "pull_request": "812"},
+    }  # fmt: skip
+    path = tmp_path / "experiment.json"
+    path.write_text(json.dumps(document))
+    port = int(live_server.url.rsplit(":", 1)[1])
+    proxy = DroppingProxy(port)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "specportal", "ci", "run", str(path),
+             "--portal", f"http://127.0.0.1:{proxy.port}", "--timeout", "2", "--poll", "0.5"],
+            capture_output=True, text=True, timeout=120,
+            env={**__import__("os").environ, "SPECPORTAL_TOKEN": token, "CI_JOB_ID": "77"},
+        )  # fmt: skip
+    finally:
+        proxy.close()
+    assert proxy.dropped == 1, done.stderr
+    assert Experiment.objects.filter(name="from CI").count() == 1
+    experiment = Experiment.objects.get(name="from CI")
+    assert experiment.context["pull_request"] == "812"
+    assert f"experiment {experiment.pk} created" in done.stdout
+    # An import-mode experiment with nothing imported never finishes: the timeout decides.
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(f"experiment {experiment.pk} cancelled")
+    experiment.refresh_from_db()
+    assert experiment.status == "cancelled"
