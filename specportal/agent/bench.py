@@ -7,6 +7,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
+from specportal.protocol import RunSpec
+
 # The endpoint each engine is measured on when the workload does not say: the OpenAI-compatible
 # completions API, with the per-chunk token counts each engine allows (DESIGN §4 table).
 DEFAULT_ENDPOINT: Final[Mapping[str, str]] = {
@@ -24,34 +26,37 @@ WORKLOAD_SPEC_KEYS: Final = (
 )
 
 
-def bench_config_dict(spec: Mapping[str, Any], base_url: str) -> dict[str, Any]:
+def bench_config_dict(spec: RunSpec, base_url: str) -> dict[str, Any]:
     """``BenchConfig.from_dict`` input for this run (both arms of a cell get the same options)."""
-    workload, load = spec["workload"], spec["load"]
-    config = spec["configuration"]
-    engine = str(config["engine"])
-    document = config["document"]
-    rate = load.get("request_rate")
+    workload, load = spec.workload, spec.load
+    engine = spec.configuration.engine
     return {
         "base_url": base_url,
-        "endpoint_kind": workload.get("endpoint_kind") or DEFAULT_ENDPOINT[engine],
+        "endpoint_kind": workload.endpoint_kind or DEFAULT_ENDPOINT[engine],
         "engine": engine,
-        "num_prompts": int(load.get("requests") or 1),
-        "duration": load.get("duration_s"),
-        "max_concurrency": load.get("concurrency"),
-        "request_rate": float(rate) if rate else math.inf,
-        "burstiness": float(load.get("burstiness") or 1.0),
-        "num_warmups": int(spec["experiment"].get("warmup_requests") or 0),
+        "num_prompts": load.requests or 1,
+        "duration": load.duration_s,
+        "max_concurrency": load.concurrency,
+        "request_rate": math.inf if load.request_rate is None else load.request_rate,
+        "burstiness": load.burstiness,
+        "num_warmups": spec.experiment.warmup_requests,
         # One seed per (cell, repetition): both arms of a block get the same prompts.
-        "seed": int(spec.get("repetition") or 0),
-        "workload": {k: workload[k] for k in WORKLOAD_SPEC_KEYS if k in workload},
-        "ignore_eos": bool(workload.get("ignore_eos", False)),
-        "sampling": dict(document.get("sampling") or {}),
-        "label": f"{spec['arm']['label']} {workload['name']}/{load['name']} rep {spec.get('repetition')}",
-        "metadata": {"run": str(spec["id"]), "attempt": str(spec["attempt"])},
+        "seed": spec.repetition,
+        # None is the load generator's own default: left out, so its WorkloadSpec fills it.
+        "workload": {
+            key: value
+            for key in WORKLOAD_SPEC_KEYS
+            if (value := getattr(workload, key)) is not None
+        },
+        "ignore_eos": workload.ignore_eos,
+        "sampling": dict(spec.configuration.document.get("sampling") or {}),
+        "goodput_ms": spec.goodput_ms,
+        "label": f"{spec.arm.label} {workload.name}/{load.name} rep {spec.repetition}",
+        "metadata": {"run": str(spec.id), "attempt": str(spec.attempt)},
     }
 
 
-def run_load(spec: Mapping[str, Any], base_url: str, cancelled: threading.Event) -> dict[str, Any]:
+def run_load(spec: RunSpec, base_url: str, cancelled: threading.Event) -> dict[str, Any]:
     from specportal.loadgen.config import BenchConfig
     from specportal.loadgen.runner import run_benchmark
 

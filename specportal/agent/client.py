@@ -9,6 +9,8 @@ from typing import Any, Final
 
 import httpx
 
+from specportal.protocol import Progress, ResultEnvelope
+
 # Portal calls are small; a slow portal must not hang a run forever, but an upload of a large
 # result file over a slow link may take a while.
 REQUEST_TIMEOUT_SECONDS: Final = 30.0
@@ -78,14 +80,13 @@ class PortalClient:
             json={"inventory": dict(inventory), "current_run": current_run},
         )
 
-    def progress(self, run_id: int, attempt: int, **fields: Any) -> dict[str, Any]:
-        return self._call("POST", f"runs/{run_id}/progress", json={"attempt": attempt, **fields})
+    def progress(self, run_id: int, progress: Progress) -> dict[str, Any]:
+        return self._call("POST", f"runs/{run_id}/progress", json=progress.to_dict())
 
-    def upload_result(
-        self, run_id: int, attempt: int, envelope: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    def upload_result(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> dict[str, Any]:
         """PUT the gzip'd result envelope; the portal keeps the first upload of an attempt."""
-        body = gzip.compress(json.dumps(envelope, separators=(",", ":")).encode(), compresslevel=5)
+        text = json.dumps(envelope.to_dict(), separators=(",", ":"))
+        body = gzip.compress(text.encode(), compresslevel=5)
         return self._call(
             "PUT",
             f"runs/{run_id}/result",

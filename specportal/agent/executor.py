@@ -24,11 +24,13 @@ from specportal.agent.engine import (
 )
 from specportal.agent.inventory import collect
 from specportal.agent.selfreport import collect as collect_self_report
-from specportal.agent.selfreport import describe, read_log_head
+from specportal.agent.selfreport import read_log_head
+from specportal.engines.selfcheck import defining, describe
+from specportal.protocol import EngineReport, Progress, ProtocolError, ResultEnvelope, RunSpec
+from specportal.protocol.engine_report import Phase
 
 log = logging.getLogger(__name__)
 
-ENVELOPE_SCHEMA: Final = 1
 DEFAULT_HEARTBEAT_SECONDS: Final = 15.0
 # However short the portal's lease, beats are at least this far apart.
 MIN_HEARTBEAT_SECONDS: Final = 0.2
@@ -40,7 +42,7 @@ UPLOAD_RETRY_SECONDS: Final = 2.0
 DEFAULT_ENDPOINT_HEALTH_TIMEOUT_SECONDS: Final = 60.0
 
 # A benchmark runner: (run spec, base URL, cancel event) → the load generator's result JSON.
-Runner = Callable[[Mapping[str, Any], str, threading.Event], dict[str, Any]]
+Runner = Callable[[RunSpec, str, threading.Event], dict[str, Any]]
 
 
 @dataclass
@@ -226,9 +228,7 @@ def log_inventory(found: Mapping[str, Any]) -> None:
         )
 
 
-def default_runner(
-    spec: Mapping[str, Any], base_url: str, cancelled: threading.Event
-) -> dict[str, Any]:
+def default_runner(spec: RunSpec, base_url: str, cancelled: threading.Event) -> dict[str, Any]:
     """The built-in load generator, configured from the run's workload and load level."""
     from specportal.agent.bench import run_load
 
@@ -262,64 +262,62 @@ class Executor:
 
     def _execute(self, run_id: int, attempt: int) -> str:
         try:
-            spec = self.client.claim(run_id, attempt)
+            answer = self.client.claim(run_id, attempt)
         except ClaimConflict as exc:
             log.info("run %s attempt %s not claimed: %s", run_id, attempt, exc)
             return "skipped"
-        self.heartbeat.use_lease(spec.get("lease_seconds"))
+        self.heartbeat.use_lease(answer.get("lease_seconds"))
         self.heartbeat.set_current(run_id, attempt)
         try:
-            envelope = self._run(spec, attempt)
+            try:
+                spec = RunSpec.from_dict(answer)
+            except ProtocolError as exc:
+                # Nothing can be measured from a spec this agent cannot read: say why.
+                envelope = ResultEnvelope(run_id, attempt, "failed", f"unreadable run spec: {exc}")
+            else:
+                envelope = self._run(spec)
             self._upload(run_id, attempt, envelope)
-            return str(envelope["outcome"])
+            return envelope.outcome
         finally:
             self.heartbeat.set_current(None)
 
-    def _progress(self, spec: Mapping[str, Any], attempt: int, phase: str, **details: Any) -> None:
+    def _progress(
+        self,
+        spec: RunSpec,
+        phase: Phase,
+        engine: EngineReport | None = None,
+        **details: Any,
+    ) -> None:
+        progress = Progress(spec.attempt, phase, engine or EngineReport(), details)
         try:
-            answer = self.client.progress(int(spec["id"]), attempt, phase=phase, details=details)
+            answer = self.client.progress(spec.id, progress)
         except PortalError as exc:
             log.warning("progress report failed: %s", exc)
             return
         if answer.get("cancel_requested"):
             self.heartbeat.cancelled.set()
 
-    def _run(self, spec: Mapping[str, Any], attempt: int) -> dict[str, Any]:
-        config = spec["configuration"]
-        document = config["document"]
-        engine_name = str(config["engine"])
+    def _run(self, spec: RunSpec) -> ResultEnvelope:
+        document = spec.configuration.document
+        engine_name = spec.configuration.engine
         cancelled = self.heartbeat.cancelled
-        envelope: dict[str, Any] = {
-            "schema": ENVELOPE_SCHEMA,
-            "run": spec["id"],
-            "attempt": attempt,
-            "outcome": "failed",
-            "error": None,
-            "engine": {},
-            "result": None,
-        }
+        envelope = ResultEnvelope(spec.id, spec.attempt, "failed")
         engine: EngineProcess | None = None
         try:
-            if spec["host"]["mode"] == "managed":
+            if spec.host.mode == "managed":
                 engine = self._engine_for(spec)
-                envelope["engine"].update(command=engine.argv, env=engine.env_added)
-                self._progress(
-                    spec,
-                    attempt,
-                    "engine_starting",
-                    command=engine.argv,
-                    engine_env=engine.env_added,
-                )
+                launched = EngineReport(command=engine.argv, environment=engine.env_added)
+                envelope.engine = launched
+                self._progress(spec, "engine_starting", launched)
                 engine.start()
                 engine.wait_healthy(self.settings.health_timeout_seconds, cancelled)
                 base_url = engine.base_url
             else:
-                base_url = str(spec["host"]["base_url"]).rstrip("/")
+                base_url = spec.host.base_url.rstrip("/")
                 # A server still loading its model answers its self-report endpoints with 503s; a
                 # dead one (nothing listening) fails the run after the short limit, not the long.
                 self._progress(
                     spec,
-                    attempt,
                     "waiting_for_endpoint",
                     base_url=base_url,
                     health_timeout_seconds=self.settings.health_timeout_seconds,
@@ -336,18 +334,9 @@ class Executor:
                 base_url,
                 log_text=read_log_head(engine.log_path) if engine is not None else None,
             )
-            envelope["engine"].update(
-                report=seen.report, checked=seen.checked, mismatches=seen.mismatches
-            )
-            self._progress(
-                spec,
-                attempt,
-                "engine_started",
-                engine_report=seen.report,
-                engine_checked=seen.checked,
-                mismatches=seen.mismatches,
-            )
-            wrong_server = seen.defining(engine_name)
+            envelope.engine = envelope.engine.merged(seen.engine_report())
+            self._progress(spec, "engine_started", seen.engine_report())
+            wrong_server = defining(engine_name, seen.mismatches)
             if engine is None and wrong_server:
                 # An endpoint runs what it runs: measuring it would credit this arm with another
                 # configuration's numbers. (A managed host's engine was started from the frozen
@@ -356,10 +345,10 @@ class Executor:
                     "the endpoint does not serve this arm's configuration:\n"
                     + describe(wrong_server)
                 )
-            if spec["experiment"]["cache_policy"] == "reset_cache":
+            if spec.experiment.cache_policy == "reset_cache":
                 self._reset_cache(base_url, engine_name)
-            self._progress(spec, attempt, "running")
-            if spec["workload"].get("runner") == "vllm-bench-serve":
+            self._progress(spec, "running")
+            if spec.workload.runner == "vllm-bench-serve":
                 from specportal.agent.vllm_bench import run_vllm_bench
 
                 result = run_vllm_bench(
@@ -371,47 +360,42 @@ class Executor:
                 )
             else:
                 result = self.runner(spec, base_url, cancelled)
-            envelope["result"] = result
-            engine_died = engine is not None and not engine.alive()
-            if cancelled.is_set():
-                envelope["outcome"] = "cancelled"
-            elif engine_died or _incomplete(result):
-                envelope["outcome"] = "incomplete"
-                envelope["error"] = (
-                    "the engine exited during the run"
-                    if engine_died
-                    else f"incomplete: {result.get('incomplete_reason')}"
-                )
-            else:
-                envelope["outcome"] = "done"
+            envelope = ResultEnvelope.measured(
+                spec.id,
+                spec.attempt,
+                result,
+                envelope.engine,
+                cancelled=cancelled.is_set(),
+                engine_died=engine is not None and not engine.alive(),
+            )
         except EngineFailed as exc:
-            envelope["outcome"] = "cancelled" if cancelled.is_set() else "failed"
-            envelope["error"] = str(exc)
+            envelope.outcome = "cancelled" if cancelled.is_set() else "failed"
+            envelope.error = str(exc)
         except Exception as exc:  # the run fails with the reason; the agent stays up
-            log.exception("run %s failed", spec["id"])
-            envelope["outcome"] = "failed"
-            envelope["error"] = f"{type(exc).__name__}: {exc}"
+            log.exception("run %s failed", spec.id)
+            envelope.outcome = "failed"
+            envelope.error = f"{type(exc).__name__}: {exc}"
         finally:
             if engine is not None:
                 engine.stop()
-                envelope["engine"]["log_excerpt"] = engine.log_tail()
+                envelope.engine = envelope.engine.merged(
+                    EngineReport(log_excerpt=engine.log_tail())
+                )
         return envelope
 
-    def _engine_for(self, spec: Mapping[str, Any]) -> EngineProcess:
+    def _engine_for(self, spec: RunSpec) -> EngineProcess:
         from specportal.agent.launching import engine_command
 
-        config = spec["configuration"]
+        config = spec.configuration
         port = self.settings.engine_port or free_port()
-        argv, env, executable_len = engine_command(config["document"], port)
+        argv, env, executable_len = engine_command(config.document, port)
         env_added = dict(env)
-        if spec["experiment"]["cache_policy"] == "reset_cache" and config["engine"] == "vllm":
+        if spec.experiment.cache_policy == "reset_cache" and config.engine == "vllm":
             # vLLM serves /reset_prefix_cache only in dev mode: recorded on the run, not in the
             # configuration.
             env_added["VLLM_SERVER_DEV_MODE"] = "1"
-        argv = apply_template(
-            self.settings.command_template, str(config["engine"]), argv, executable_len
-        )
-        log_path = self.settings.work_dir / f"run-{spec['id']}-attempt-{spec['attempt']}.log"
+        argv = apply_template(self.settings.command_template, config.engine, argv, executable_len)
+        log_path = self.settings.work_dir / f"run-{spec.id}-attempt-{spec.attempt}.log"
         return EngineProcess(argv=argv, env_added=env_added, port=port, log_path=log_path)
 
     def _reset_cache(self, base_url: str, engine: str) -> None:
@@ -421,7 +405,7 @@ class Executor:
         with httpx.Client(timeout=30.0) as client:
             client.request(method, base_url + path).raise_for_status()
 
-    def _upload(self, run_id: int, attempt: int, envelope: Mapping[str, Any]) -> None:
+    def _upload(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> None:
         for n in range(1, UPLOAD_ATTEMPTS + 1):
             try:
                 self.client.upload_result(run_id, attempt, envelope)
@@ -437,11 +421,6 @@ class Executor:
                     return
                 log.warning("upload %d/%d failed: %s", n, UPLOAD_ATTEMPTS, exc)
                 time.sleep(UPLOAD_RETRY_SECONDS * n)
-
-
-def _incomplete(result: Mapping[str, Any]) -> bool:
-    """The load generator stopped before sending everything (``complete`` false)."""
-    return result.get("complete") is False
 
 
 def wait_endpoint_healthy(

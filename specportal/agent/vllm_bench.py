@@ -21,12 +21,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from specportal.loadgen import prefixcache
 from specportal.loadgen.scrape import MetricsScraper, Scrape, parse_scrapes
+from specportal.protocol import RunSpec
 
 if TYPE_CHECKING:
     from specportal.loadgen.result import Result
@@ -38,12 +39,11 @@ BACKEND: Final = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
 
 
 def vllm_bench_argv(
-    command: str, spec: Mapping[str, Any], base_url: str, result_dir: Path, filename: str
+    command: str, spec: RunSpec, base_url: str, result_dir: Path, filename: str
 ) -> list[str]:
-    workload, load = spec["workload"], spec["load"]
-    config = spec["configuration"]
-    engine = str(config["engine"])
-    model = (config["document"].get("target") or {}).get(MODEL_KEY[engine])
+    workload, load = spec.workload, spec.load
+    engine = spec.configuration.engine
+    model = (spec.configuration.document.get("target") or {}).get(MODEL_KEY[engine])
     prefix = [w.replace("{python}", sys.executable) for w in shlex.split(command)]
     argv = [
         *prefix,
@@ -54,15 +54,15 @@ def vllm_bench_argv(
         "--dataset-name",
         "random",
         "--random-input-len",
-        str(workload.get("input_len") or 1024),
+        str(workload.input_len or 1024),
         "--random-output-len",
-        str(workload.get("output_len") or 128),
+        str(workload.output_len or 128),
         "--num-prompts",
-        str(load.get("requests") or 1),
+        str(load.requests or 1),
         "--request-rate",
-        str(load.get("request_rate") or "inf"),
+        str(load.request_rate or "inf"),
         "--seed",
-        str(spec.get("repetition") or 0),
+        str(spec.repetition),
         "--percentile-metrics",
         "ttft,tpot,itl,e2el",
         "--metric-percentiles",
@@ -76,15 +76,15 @@ def vllm_bench_argv(
     ]
     if model:
         argv += ["--model", str(model)]
-    if load.get("concurrency"):
-        argv += ["--max-concurrency", str(load["concurrency"])]
-    if workload.get("ignore_eos"):
+    if load.concurrency:
+        argv += ["--max-concurrency", str(load.concurrency)]
+    if workload.ignore_eos:
         argv.append("--ignore-eos")
     return argv
 
 
 def run_vllm_bench(
-    spec: Mapping[str, Any],
+    spec: RunSpec,
     base_url: str,
     cancelled: threading.Event,
     *,
@@ -94,7 +94,7 @@ def run_vllm_bench(
     """Run the command, then read its saved file as the load generator's result dict."""
     from specportal.formats.vllm import from_vllm_dict
 
-    result_dir = work_dir / f"vllm-bench-run-{spec['id']}-attempt-{spec['attempt']}"
+    result_dir = work_dir / f"vllm-bench-run-{spec.id}-attempt-{spec.attempt}"
     result_dir.mkdir(parents=True, exist_ok=True)
     filename = "result.json"
     argv = vllm_bench_argv(command, spec, base_url, result_dir, filename)
@@ -116,7 +116,7 @@ def run_vllm_bench(
         tail = log_path.read_text(errors="replace")[-2000:]
         raise RuntimeError(f"{argv[0]} wrote no result (exit {process.returncode}):\n{tail}")
     result = from_vllm_dict(json.loads(saved.read_text(encoding="utf-8")))
-    _add_prefix_cache(result, str(spec["configuration"]["engine"]), scraper.scrapes)
+    _add_prefix_cache(result, spec.configuration.engine, scraper.scrapes)
     if process.returncode != 0 or cancelled.is_set():
         result.complete = False
         result.incomplete_reason = f"vllm bench serve exited with {process.returncode}"

@@ -499,7 +499,7 @@ SGLANG_FLAGS: Final[tuple[Flag, ...]] = (
     _f("--schedule-policy", "schedule_policy", "target", "str", default="fcfs"),
     _f("--random-seed", "random_seed", "target", "int", minimum=0),
     _f("--attention-backend", "attention_backend", "target", "str"),
-    _f("--disable-radix-cache", "disable_radix_cache", "target", "bool"),
+    _f("--disable-radix-cache", "disable_radix_cache", "target", "bool", default="false"),
     # Cached prompt tokens in the OpenAI routes' usage.prompt_tokens_details.
     _f("--enable-cache-report", "enable_cache_report", "target", "bool"),
     _f("--enable-dp-attention", "enable_dp_attention", "target", "bool"),
@@ -1069,6 +1069,23 @@ def parse_text_value(flag: Flag, text: str) -> Any:
     except (ValueError, json.JSONDecodeError) as exc:
         raise ValueProblem(f"invalid value {text!r} ({exc})") from None
     return text
+
+
+def flag_default(engine: str, section: Section, key: str) -> Any:
+    """The engine's documented default for a document key, as a document value; ``MISSING``
+    (from ``specportal.engines.reports``) when the table states none.
+
+    Never filled into documents (defaults change between versions): the self-check compares a
+    server's reported value with it when a configuration leaves the key unset.
+    """
+    from specportal.engines.reports import MISSING
+
+    flag = table(engine).section_keys(section).get(key)
+    if flag is None or flag.default is None:
+        return MISSING
+    if flag.type == "bool":
+        return flag.default.strip().lower() == "true"
+    return parse_text_value(flag, flag.default)
 
 
 _SIZE_SUFFIX: Final = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}

@@ -19,6 +19,7 @@ from specportal.agent.client import PortalClient
 from specportal.agent.engine import EngineFailed, free_port
 from specportal.agent.executor import AgentSettings, Executor, Heartbeat, wait_endpoint_healthy
 from tests.specportal.agent.portal import stand_in_portal
+from tests.specportal.protocol.documents import run_spec_dict
 
 
 @dataclass
@@ -135,15 +136,10 @@ def test_a_dead_endpoint_run_reports_the_wait_then_fails_fast_with_the_reason(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-smi: nothing to probe
     url = f"http://127.0.0.1:{free_port()}"
     with stand_in_portal(
-        spec={
-            "id": 7,
-            "attempt": 1,
-            "host": {"name": "gpu-e", "mode": "endpoint", "base_url": url, "emulated": True},
-            "configuration": {"engine": "vllm", "document": {}},
-            "experiment": {"cache_policy": "keep"},
-            "workload": {},
-            "load": {},
-        },
+        spec=run_spec_dict(
+            host={"name": "gpu-e", "mode": "endpoint", "base_url": url, "emulated": True},
+            experiment={"id": 3, "name": "e", "cache_policy": "fresh_server"},
+        ),
     ) as portal:
         settings = AgentSettings(
             host="gpu-e",

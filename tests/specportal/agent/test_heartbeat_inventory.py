@@ -13,6 +13,7 @@ from specportal.agent.client import PortalClient
 from specportal.agent.executor import AgentSettings, Executor, Heartbeat
 from tests.specportal.agent.portal import stand_in_portal
 from tests.specportal.agent.standins import H100_CSV, nvidia_smi
+from tests.specportal.protocol.documents import run_spec_dict
 
 
 def _gpus(heartbeat: Heartbeat) -> int:
@@ -93,15 +94,10 @@ def test_the_executor_holds_the_run_lock_from_claim_to_upload(
     with stand_in_portal(
         lease_seconds=6,
         # A managed run whose configuration cannot be launched: it fails at once and uploads.
-        spec={
-            "id": 7,
-            "attempt": 1,
-            "host": {"name": "gpu-x", "mode": "managed", "base_url": "", "emulated": True},
-            "configuration": {"engine": "vllm", "document": {}},
-            "experiment": {"cache_policy": "keep"},
-            "workload": {},
-            "load": {},
-        },
+        spec=run_spec_dict(
+            host={"name": "gpu-x", "mode": "managed", "base_url": "", "emulated": True},
+            experiment={"id": 3, "name": "e", "cache_policy": "fresh_server"},
+        ),
     ) as portal:
         settings = _settings(portal.url, tmp_path, heartbeat_seconds=60)
         heartbeat = Heartbeat(PortalClient(settings.portal_url, settings.token), settings)

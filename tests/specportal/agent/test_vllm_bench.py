@@ -15,6 +15,8 @@ import httpx
 import pytest
 
 from specportal.agent.vllm_bench import run_vllm_bench
+from specportal.protocol import RunSpec
+from tests.specportal.protocol.documents import run_spec_dict
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 STAND_IN = "{python} -m specportal bench"
@@ -58,23 +60,27 @@ def emulated_vllm() -> Iterator[str]:
 def test_saved_vllm_result_is_read_back_as_the_load_generators_result(
     emulated_vllm: str, tmp_path: Path
 ) -> None:
-    spec = {
-        "id": 7,
-        "attempt": 1,
-        "repetition": 1,
-        "configuration": {
-            "engine": "vllm",
-            "document": {"engine": "vllm", "target": {"model": MODEL}},
-        },
-        "workload": {
-            "name": "chat",
-            "runner": "vllm-bench-serve",
-            "input_len": 32,
-            "output_len": 16,
-            "ignore_eos": True,
-        },
-        "load": {"name": "c2", "concurrency": 2, "requests": 4},
-    }
+    spec = RunSpec.from_dict(
+        run_spec_dict(
+            repetition=1,
+            configuration={
+                "id": 1,
+                "name": "plain",
+                "config_hash": "ab" * 32,
+                "engine": "vllm",
+                "method": "none",
+                "document": {"engine": "vllm", "target": {"model": MODEL}},
+            },
+            workload={
+                "name": "chat",
+                "runner": "vllm-bench-serve",
+                "input_len": 32,
+                "output_len": 16,
+                "ignore_eos": True,
+            },
+            load={"name": "c2", "concurrency": 2, "requests": 4},
+        )
+    )
     result = run_vllm_bench(
         spec, emulated_vllm, threading.Event(), command=STAND_IN, work_dir=tmp_path
     )

@@ -20,7 +20,9 @@ from accounts import roles
 from accounts.services import user_create_or_update
 from configurations.services import configuration_create
 from runs.models import Run
-from specportal.agent.selfreport import collect, parse_log
+from specportal.agent.selfreport import collect
+from specportal.engines.reports import parse_log
+from specportal.engines.selfcheck import defining
 from specportal.realengine.server import free_port, serve
 from tests.fixtures import OBJECTIVES, api_as, register_host
 from tests.harness import (
@@ -74,7 +76,7 @@ def test_the_real_server_agrees_with_its_own_configuration_on_every_reported_set
         facts["llamacpp_draft_model"]["values"]["path"] == document["proposal"]["spec_draft_model"]
     )
     assert seen.mismatches == [], seen.mismatches
-    checked = {(c["path"], c["source"].split(" ")[0]) for c in seen.checked}
+    checked = {(c["path"], c["source"].split(" ")[0]) for c in seen.checks}
     assert {
         ("/engine_build/version", "GET"),
         ("/target/model", "GET"),
@@ -107,7 +109,7 @@ def test_a_window_put_in_force_by_the_environment_is_flagged(
             "default": True,
         }
     ]
-    assert seen.defining("llamacpp") == seen.mismatches
+    assert defining("llamacpp", seen.mismatches) == seen.mismatches
 
 
 @pytest.mark.integration
