@@ -23,6 +23,7 @@ from runs.apis import RunOutput
 from runs.selectors import run_list
 from specportal.api.idempotency import idempotent
 from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
+from specportal.protocol import limits
 
 
 class ArmOutput(serializers.Serializer[Any]):
@@ -97,15 +98,21 @@ class ExperimentListApi(APIView):
             required=False,
             default=list,
         )
-        repetitions = serializers.IntegerField(min_value=1, default=3)
-        warmup_requests = serializers.IntegerField(min_value=0, default=0)
+        repetitions = serializers.IntegerField(
+            min_value=1, max_value=limits.MAX_REPETITIONS, default=3
+        )
+        warmup_requests = serializers.IntegerField(
+            min_value=0, max_value=limits.MAX_WARMUP_REQUESTS, default=0
+        )
         cache_policy = serializers.ChoiceField(
             Experiment.CachePolicy.choices, default=Experiment.CachePolicy.FRESH_SERVER
         )
         failure_policy = serializers.ChoiceField(
             Experiment.FailurePolicy.choices, default=Experiment.FailurePolicy.CONTINUE
         )
-        max_failed_runs = serializers.IntegerField(min_value=0, default=0)
+        max_failed_runs = serializers.IntegerField(
+            min_value=0, max_value=limits.INT4_MAX, default=0
+        )
         arms_difference_reason = serializers.CharField(required=False, allow_blank=True, default="")
 
     @extend_schema(

@@ -28,32 +28,14 @@ from runs.models import Run
 from runs.services import ACTIVE_STATES, run_queue
 from specportal.api.errors import ApplicationError
 from specportal.engines.document import diff
+from specportal.protocol import LoadLevel, ProtocolError, Workload, limits
 
 # Sections of a configuration that must be equal across arms: an experiment compares proposals
 # over one target on one engine build.
 SHARED_SECTIONS: Final = ("engine", "engine_build", "target", "runtime", "sampling")
 
-_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-WORKLOAD_KEYS: Final = frozenset(
-    {
-        "name",
-        "dataset_name",
-        "dataset_path",
-        "input_len",
-        "output_len",
-        "range_ratio",
-        "category",
-        "ignore_eos",
-        "endpoint_kind",
-        "runner",  # "specportal" (default) or "vllm-bench-serve"
-    }
-)
-RUNNERS: Final = ("specportal", "vllm-bench-serve")
 # The CI context an experiment may carry (shown on its page, filterable in the list).
 CONTEXT_KEYS: Final = ("repository", "commit", "branch", "pull_request", "job_url")
-LOAD_KEYS: Final = frozenset(
-    {"name", "concurrency", "request_rate", "burstiness", "requests", "duration_s"}
-)
 
 
 def objectives_check(
@@ -69,32 +51,6 @@ def objectives_check(
             for path, messages in exc.fields.items()
         }
         raise ApplicationError("The objectives are not valid.", fields=fields) from None
-
-
-def _check_named_list(
-    items: Any, section: str, allowed: frozenset[str], errors: dict[str, list[str]]
-) -> list[dict[str, Any]]:
-    if not isinstance(items, list) or not items:
-        errors.setdefault(section, []).append("must be a non-empty list")
-        return []
-    names: set[str] = set()
-    for index, item in enumerate(items):
-        path = f"{section}.{index}"
-        if not isinstance(item, dict):
-            errors.setdefault(path, []).append("must be an object")
-            continue
-        name = item.get("name")
-        if not isinstance(name, str) or not name or not set(name) <= _NAME_OK:
-            errors.setdefault(f"{path}.name", []).append(
-                "required: letters, digits, '-', '_' or '.'"
-            )
-        elif name in names:
-            errors.setdefault(f"{path}.name", []).append(f"{name!r} is used twice")
-        else:
-            names.add(name)
-        for key in sorted(set(item) - allowed):
-            errors.setdefault(f"{path}.{key}", []).append("unknown key")
-    return list(items)
 
 
 def _check_context(context: Mapping[str, Any], errors: dict[str, list[str]]) -> dict[str, str]:
@@ -124,25 +80,33 @@ def experiment_arms_resolve(
     return first, rest
 
 
-def _check_loads(
-    loads: list[dict[str, Any]], errors: dict[str, list[str]], *, importing: bool = False
-) -> None:
-    for index, load in enumerate(loads):
-        path = f"loads.{index}"
-        for key in ("concurrency", "requests"):
-            value = load.get(key)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                errors.setdefault(f"{path}.{key}", []).append("must be an integer >= 1")
-        if not load.get("requests") and not load.get("duration_s") and not importing:
-            errors.setdefault(path, []).append("needs 'requests' or 'duration_s'")
-    quiet = [
-        load for load in loads if load.get("concurrency") == 1 and not load.get("request_rate")
-    ]
-    if loads and not quiet and not importing:  # imported files bring the loads they ran
+def _read_matrix(
+    workloads: Any, loads: Any, errors: dict[str, list[str]], *, importing: bool = False
+) -> tuple[list[Workload], list[LoadLevel]]:
+    """The protocol's workloads and load levels (what the agent will be given), every problem
+    with its path, plus the experiment's own rule: a quiet level. Imported files bring the
+    loads they ran: no extent and no quiet level are asked of those."""
+    read_workloads: list[Workload] = []
+    read_loads: list[LoadLevel] = []
+    try:
+        read_workloads = Workload.list_from_dicts(workloads, path="workloads")
+    except ProtocolError as exc:
+        for path, messages in exc.fields.items():
+            errors.setdefault(path or "workloads", []).extend(messages)
+    try:
+        read_loads = LoadLevel.list_from_dicts(loads, path="loads", measured=not importing)
+    except ProtocolError as exc:
+        for path, messages in exc.fields.items():
+            errors.setdefault(path or "loads", []).extend(messages)
+    # Judged on what was given, so a level with another problem still counts (or not) here.
+    given = loads if isinstance(loads, list) else []
+    quiet = [x for x in given if isinstance(x, dict) and x.get("concurrency") == 1]
+    if given and not importing and not any(x.get("request_rate") is None for x in quiet):
         errors.setdefault("loads", []).append(
             "needs a quiet level: closed loop at concurrency 1 (one idle request is what a "
             "single user feels)"
         )
+    return read_workloads, read_loads
 
 
 def arm_differences(
@@ -163,8 +127,8 @@ def experiment_create(
     name: str,
     baseline: FrozenConfiguration,
     candidates: Sequence[FrozenConfiguration],
-    workloads: list[dict[str, Any]],
-    loads: list[dict[str, Any]],
+    workloads: Any,
+    loads: Any,
     objectives: Mapping[str, Any],
     hosts: Sequence[GpuHost],
     labels: Sequence[str] | None = None,
@@ -182,20 +146,19 @@ def experiment_create(
     errors: dict[str, list[str]] = {}
     clean_context = _check_context(context or {}, errors)
     importing = mode == Experiment.Mode.IMPORT
-    workloads = _check_named_list(workloads, "workloads", WORKLOAD_KEYS, errors)
-    for index, workload in enumerate(workloads):
-        if isinstance(workload, dict) and workload.get("runner", "specportal") not in RUNNERS:
-            errors.setdefault(f"workloads.{index}.runner", []).append(
-                f"must be one of {', '.join(RUNNERS)}"
-            )
-    loads = _check_named_list(loads, "loads", LOAD_KEYS, errors)
-    _check_loads(loads, errors, importing=importing)
+    read_workloads, read_loads = _read_matrix(workloads, loads, errors, importing=importing)
     if not candidates:
         errors.setdefault("candidates", []).append("an experiment needs at least one candidate")
     if not hosts and not importing:
         errors.setdefault("hosts", []).append("an experiment needs at least one host")
-    if repetitions < 1:
-        errors.setdefault("repetitions", []).append("must be >= 1")
+    if not 1 <= repetitions <= limits.MAX_REPETITIONS:
+        errors.setdefault("repetitions", []).append(
+            f"must be an integer from 1 to {limits.MAX_REPETITIONS}"
+        )
+    if not 0 <= warmup_requests <= limits.MAX_WARMUP_REQUESTS:
+        errors.setdefault("warmup_requests", []).append(
+            f"must be an integer from 0 to {limits.MAX_WARMUP_REQUESTS}"
+        )
     arms = [baseline, *candidates]
     if len({c.pk for c in arms}) != len(arms):
         errors.setdefault("candidates", []).append("every arm must be a different configuration")
@@ -220,8 +183,8 @@ def experiment_create(
     try:
         normalised = validate_objectives(
             objectives,
-            loads=[str(load.get("name")) for load in loads],
-            workloads=[str(w.get("name")) for w in workloads],
+            loads=[load.name for load in read_loads],
+            workloads=[w.name for w in read_workloads],
         )
     except ObjectivesError as exc:
         for path, messages in exc.fields.items():
@@ -233,8 +196,9 @@ def experiment_create(
         name=name,
         description=description,
         created_by=user if isinstance(user, User) else None,
-        workloads=workloads,
-        loads=loads,
+        # Stored as the protocol writes them: every key, so the run spec serves them as checked.
+        workloads=[w.to_dict() for w in read_workloads],
+        loads=[load.to_dict() for load in read_loads],
         repetitions=repetitions,
         warmup_requests=warmup_requests,
         cache_policy=cache_policy,

@@ -20,6 +20,9 @@ from hosts.models import GpuHost
 from runs import services
 from runs.models import Run
 from specportal.api.errors import ApplicationError
+from specportal.protocol import LoadLevel, Progress, ProtocolError, RunSpec, Workload
+from specportal.protocol.engine_report import PHASES
+from specportal.protocol.runspec import RunArm, RunConfiguration, RunExperiment, RunHost
 
 # A result file of 100,000 requests × 100 chunks is a few hundred MB of JSON before gzip.
 MAX_RESULT_BYTES: Final = 2 * 1024**3
@@ -27,48 +30,57 @@ READ_CHUNK: Final = 1024 * 1024
 
 
 def run_spec(run: Run) -> dict[str, Any]:
-    """What an agent needs to execute a run; nothing about other runs or hosts."""
+    """What an agent needs to execute a run (``RunSpec``); nothing about other runs or hosts."""
     experiment = run.experiment
     config = run.arm.configuration
     workload = next(w for w in experiment.workloads if w["name"] == run.workload)
     load = next(x for x in experiment.loads if x["name"] == run.load)
-    return {
-        "id": run.pk,
-        "attempt": run.attempt,
-        "status": run.status,
-        "cancel_requested": run.cancel_requested,
-        "lease_seconds": services.lease_seconds(),
-        "experiment": {
-            "id": experiment.pk,
-            "name": experiment.name,
-            "cache_policy": experiment.cache_policy,
-            "warmup_requests": experiment.warmup_requests,
+    return RunSpec(
+        id=run.pk,
+        attempt=run.attempt,
+        status=run.status,  # type: ignore[arg-type]  # Run.Status values are RunStatus
+        cancel_requested=run.cancel_requested,
+        lease_seconds=services.lease_seconds(),
+        experiment=RunExperiment(
+            id=experiment.pk,
+            name=experiment.name,
+            cache_policy=experiment.cache_policy,  # type: ignore[arg-type]
+            warmup_requests=experiment.warmup_requests,
+        ),
+        host=RunHost(
+            name=run.host.name,
+            mode=run.host.mode,  # type: ignore[arg-type]
+            base_url=run.host.base_url,
+            emulated=run.host.emulated,
+        ),
+        arm=RunArm(label=run.arm.label, position=run.arm.position),
+        configuration=RunConfiguration(
+            id=config.pk,
+            name=config.name,
+            config_hash=config.config_hash,
+            engine=config.engine,  # type: ignore[arg-type]
+            method=config.method,
+            document=config.document,
+        ),
+        # Checked when the experiment was created; read again so the agent gets every key.
+        workload=Workload.from_dict(workload, path="workload"),
+        load=LoadLevel.from_dict(load, path="load"),
+        repetition=run.repetition,
+        sequence=run.sequence,
+        # The objectives' per-request SLOs (schema 2): the load generator measures goodput and
+        # slo_attainment against them.
+        slos={
+            key: float(value)
+            for key, value in ((experiment.objectives or {}).get("slos") or {}).items()
         },
-        "host": {
-            "name": run.host.name,
-            "mode": run.host.mode,
-            "base_url": run.host.base_url,
-            "emulated": run.host.emulated,
-        },
-        "arm": {"label": run.arm.label, "position": run.arm.position},
-        "configuration": {
-            "id": config.pk,
-            "name": config.name,
-            "config_hash": config.config_hash,
-            "engine": config.engine,
-            "method": config.method,
-            "document": config.document,
-        },
-        "workload": workload,
-        "load": load,
-        "repetition": run.repetition,
-        "sequence": run.sequence,
-    }
+    ).to_dict()
 
 
 RUN_SPEC_OUTPUT = inline_serializer(
     "AgentRunSpec",
     {
+        "schema": serializers.CharField(),
+        "schema_version": serializers.IntegerField(),
         "id": serializers.IntegerField(),
         "attempt": serializers.IntegerField(),
         "status": serializers.CharField(),
@@ -82,6 +94,7 @@ RUN_SPEC_OUTPUT = inline_serializer(
         "load": serializers.DictField(),
         "repetition": serializers.IntegerField(),
         "sequence": serializers.IntegerField(),
+        "slos": serializers.DictField(child=serializers.FloatField()),
     },
 )
 
@@ -149,8 +162,13 @@ class AgentHeartbeatApi(_AgentApi):
 
 class AgentRunProgressApi(_AgentApi):
     class AgentProgressInputSerializer(serializers.Serializer[Any]):
+        """For the schema only: the body is read by ``specportal.protocol.Progress``."""
+
+        schema = serializers.CharField(required=False)
+        schema_version = serializers.IntegerField(required=False)
         attempt = serializers.IntegerField(min_value=1)
-        phase = serializers.CharField(max_length=32)
+        phase = serializers.ChoiceField(PHASES)
+        engine = serializers.DictField(required=False)
         details = serializers.DictField(required=False, default=dict)
 
     @extend_schema(
@@ -162,10 +180,12 @@ class AgentRunProgressApi(_AgentApi):
         ),
     )
     def post(self, request: Request, run_id: int) -> Response:
-        data = self.AgentProgressInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        try:
+            progress = Progress.from_dict(request.data)
+        except ProtocolError as exc:
+            raise ApplicationError(str(exc), fields=exc.fields) from None
         self.own_run(request, run_id)
-        run = services.run_progress(host=self.host(request), run_id=run_id, **data.validated_data)
+        run = services.run_progress(host=self.host(request), run_id=run_id, progress=progress)
         return Response({"cancel_requested": run.cancel_requested, "status": run.status})
 
 

@@ -1,12 +1,9 @@
 """Ingestion of an agent's result upload: whole, in one transaction, once per run and attempt.
 
-The upload is a gzip'd JSON *envelope* written by the agent::
-
-    {"schema": 1, "run": 12, "attempt": 1,
-     "outcome": "done" | "incomplete" | "failed" | "cancelled", "error": "..." | null,
-     "engine": {"report": {...}, "checked": [...], "mismatches": [...], "env": {...},
-                "command": [...], "log_excerpt": "..."},
-     "result": <the load generator's own result file (specportal.loadgen Result.to_dict())> | null}
+The upload is the agent's gzip'd ``ResultEnvelope`` (``specportal/protocol/SCHEMA.md``): the
+run's identity, the outcome, the engine report and the load generator's own result document. It
+is read and checked whole by ``ResultEnvelope.from_json`` — every record included — before
+anything is stored; older envelopes are upgraded there.
 
 Warmup requests stay in the stored upload; the per-request table holds the measured requests.
 
@@ -21,25 +18,20 @@ import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-import orjson
 import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
-from isal import igzip
 
 from runs import pgcopy
 from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, ResultUpload, Run
-from specportal.loadgen.result import upgrade
+from specportal.protocol import EngineReport, ProtocolError, ResultEnvelope
 
-ENVELOPE_SCHEMA: Final = 1
 OUTCOMES: Final = {
     "done": Run.Status.DONE,
     "incomplete": Run.Status.INCOMPLETE,
     "failed": Run.Status.FAILED,
     "cancelled": Run.Status.CANCELLED,
 }
-# Kept on the run so a page can show why an engine died; the full log stays on the host.
-LOG_EXCERPT_CHARS: Final = 20_000
 # Rows per INSERT on databases without COPY: SQLite's default limit is 32,766 bound parameters
 # and a row has 13.
 SQLITE_BATCH: Final = 2_000
@@ -64,29 +56,20 @@ COLUMN_KINDS: Final = (
 )
 
 
-def _gunzip(body: bytes) -> bytes:
-    # ISA-L inflates about twice as fast as zlib (0.9 s instead of 1.7 s CPU for 400 MB).
-    return bytes(igzip.decompress(body))  # type: ignore[no-untyped-call]
-
-
 class IngestError(ValueError):
-    """The upload cannot be read as a result envelope."""
+    """The upload cannot be read as a result envelope; ``fields`` says where (protocol paths)."""
+
+    def __init__(self, message: str, fields: dict[str, list[str]]) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
-def decode_envelope(body: bytes) -> dict[str, Any]:
+def decode_envelope(body: bytes) -> ResultEnvelope:
+    """The upload as a checked ``ResultEnvelope`` (gzip'd or not), or ``IngestError``."""
     try:
-        raw = _gunzip(body) if body[:2] == b"\x1f\x8b" else body
-        envelope = orjson.loads(raw)  # several times faster than json here
-    except (OSError, ValueError) as exc:
-        raise IngestError(f"not a gzip'd JSON result envelope: {exc}") from exc
-    if not isinstance(envelope, dict) or envelope.get("schema") != ENVELOPE_SCHEMA:
-        raise IngestError(f"the envelope must be an object with schema {ENVELOPE_SCHEMA}")
-    if envelope.get("outcome") not in OUTCOMES:
-        raise IngestError(f"outcome must be one of {', '.join(OUTCOMES)}")
-    result = envelope.get("result")
-    if result is not None and not isinstance(result, dict):
-        raise IngestError("result must be the load generator's result object or null")
-    return envelope
+        return ResultEnvelope.from_json(body)
+    except ProtocolError as exc:
+        raise IngestError(str(exc), exc.fields) from exc
 
 
 def _error_text(record: Mapping[str, Any]) -> str:
@@ -176,6 +159,26 @@ def store_records(run_id: int, records: Iterable[Mapping[str, Any]]) -> int:
     return insert_rows(rows)
 
 
+# The run's columns for the engine report's parts (``EngineReport``'s names).
+ENGINE_REPORT_FIELDS: Final = {
+    "report": "engine_report",
+    "checks": "engine_checked",
+    "mismatches": "mismatches",
+    "environment": "engine_env",
+    "command": "command",
+    "log_excerpt": "log_excerpt",
+}
+
+
+def apply_engine_report(run: Run, report: EngineReport) -> list[str]:
+    """Set the run's columns for the parts of ``report`` that are known; returns their names."""
+    changed = []
+    for key, value in report.known().items():
+        setattr(run, ENGINE_REPORT_FIELDS[key], value)
+        changed.append(ENGINE_REPORT_FIELDS[key])
+    return changed
+
+
 @transaction.atomic
 def upload_ingest(*, upload_id: int) -> Run:
     """Turn one stored upload into the run's records and final state, exactly once.
@@ -203,23 +206,18 @@ def upload_ingest(*, upload_id: int) -> Run:
         try:
             envelope = decode_envelope(_upload_body(upload.pk))
         except IngestError as exc:
-            envelope = {"outcome": "failed", "error": f"unreadable result upload: {exc}"}
-        # Uploads of older agents carry older key names (SCHEMA.md "Versions"): stored as now.
-        result = upgrade(envelope.get("result") or {})
-        records = result.get("requests") or []
+            envelope = ResultEnvelope(
+                run.pk, upload.attempt, "failed", f"unreadable result upload: {exc}"
+            )
+        # Older uploads were upgraded to the current names, and done/incomplete was settled by
+        # the protocol's one rule (an incomplete result keeps what it measured, flagged).
+        result = envelope.result or {}
+        records = envelope.records
         count = store_records(run.pk, records) if records else 0
     finally:
         if collecting:
             gc.enable()
-    engine = envelope.get("engine") or {}
-    status = OUTCOMES[envelope["outcome"]]
-    if status == Run.Status.DONE and result.get("complete") is False:
-        # The load generator stopped before the end (e.g. the engine died): keep what it
-        # measured, flagged.
-        status = Run.Status.INCOMPLETE
-        envelope["error"] = envelope.get("error") or (
-            f"incomplete: {result.get('incomplete_reason') or 'the load generator stopped early'}"
-        )
+    status = OUTCOMES[envelope.outcome]
     failed = sum(1 for r in records if not r.get("success"))
 
     run.status = status
@@ -232,28 +230,16 @@ def upload_ingest(*, upload_id: int) -> Run:
     run.server = result.get("server") or {}
     run.acceptance = result.get("acceptance") or {}
     run.prefix_cache = result.get("prefix_cache") or {}
-    hit = run.prefix_cache.get("hit_fraction", (run.summary or {}).get("prefix_cache_hit_fraction"))
-    run.prefix_cache_hit_fraction = float(hit) if isinstance(hit, int | float) else None
+    run.prefix_cache_hit_fraction = envelope.prefix_cache_hit_fraction
     run.requests_total = len(records) if records else None
     run.requests_failed = failed if records else None
-    if envelope.get("error"):
-        run.error = f"{run.error}\n{envelope['error']}".strip()
+    if envelope.error:
+        run.error = f"{run.error}\n{envelope.error}".strip()
     if status == Run.Status.FAILED:
         from runs.services import run_failed_announce
 
         run_failed_announce(run)
-    for key, field in (
-        ("report", "engine_report"),
-        ("checked", "engine_checked"),
-        ("env", "engine_env"),
-        ("command", "command"),
-    ):
-        if key in engine:
-            setattr(run, field, engine[key])
-    if "mismatches" in engine:
-        run.mismatches = engine["mismatches"]
-    if engine.get("log_excerpt"):
-        run.log_excerpt = str(engine["log_excerpt"])[-LOG_EXCERPT_CHARS:]
+    apply_engine_report(run, envelope.engine)
     run.progress = {**run.progress, "phase": "finished", "records": count}
     run.save(
         update_fields=[

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, Run, RunFigures
+from specportal import protocol
 from specportal.metrics import Timing
 
 # Rows fetched per round trip while streaming a download: ~100 chunks each, so a few MB.
@@ -61,13 +62,9 @@ def request_records_jsonl(*, run: Run) -> Iterator[bytes]:
 
 
 def acceptance_rate(run: Run) -> float | None:
-    """Speculative acceptance as the load generator reported it from the server's counters."""
-    for source in (run.acceptance or {}, run.summary or {}):
-        for key in ("acceptance_rate", "draft_acceptance_rate_fraction", "spec_acceptance_rate"):
-            value = source.get(key)
-            if isinstance(value, int | float):
-                return float(value)
-    return None
+    """Speculative acceptance as the load generator reported it from the server's counters
+    (one key: ``acceptance.acceptance_rate``, read by the protocol)."""
+    return protocol.acceptance_rate(run.acceptance)
 
 
 def run_timings(*, run_id: int) -> Iterator[Timing]:

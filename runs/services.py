@@ -21,8 +21,11 @@ from django.utils import timezone
 from hosts.models import GpuHost
 from hosts.services import host_heartbeat_record
 from runs import dispatch
+from runs.ingest import apply_engine_report
 from runs.models import ResultUpload, Run
 from specportal.api.errors import ApplicationError
+from specportal.protocol import Progress
+from specportal.protocol.engine_report import STARTED_PHASES
 
 log = logging.getLogger(__name__)
 
@@ -165,23 +168,19 @@ def run_progress(
     *,
     host: GpuHost,
     run_id: int,
-    attempt: int,
-    phase: str,
-    details: Mapping[str, Any],
+    progress: Progress,
 ) -> Run:
-    """Progress from the agent; ``phase == "running"`` (load started) moves CLAIMED → RUNNING."""
-    run = _held_run(host, run_id, attempt)
+    """Progress from the agent; the engine serving (``engine_started``, ``running``) moves
+    CLAIMED → RUNNING. The engine report's parts it carries replace what the run had."""
+    run = _held_run(host, run_id, progress.attempt)
     fields = ["progress", "lease_expires_at"]
-    run.progress = {"phase": phase, **details}
+    run.progress = {"phase": progress.phase, **progress.details}
     run.lease_expires_at = _lease_deadline()
-    if phase in ("engine_started", "running") and run.status == Run.Status.CLAIMED:
+    if progress.phase in STARTED_PHASES and run.status == Run.Status.CLAIMED:
         run.status = Run.Status.RUNNING
         run.started_at = timezone.now()
         fields += ["status", "started_at"]
-    for key in ("engine_report", "engine_checked", "mismatches", "engine_env", "command"):
-        if key in details:
-            setattr(run, key, details[key])
-            fields.append(key)
+    fields += apply_engine_report(run, progress.engine)
     run.save(update_fields=fields)
     return run
 

@@ -240,10 +240,16 @@ class LoadLevel:
         return load
 
     @classmethod
-    def list_from_dicts(cls, items: Any, *, path: str = "loads") -> list[LoadLevel]:
+    def list_from_dicts(
+        cls, items: Any, *, path: str = "loads", measured: bool = True
+    ) -> list[LoadLevel]:
+        """``measured=False``: levels described after the fact (an imported file's), which need
+        no ``requests`` or ``duration_s``."""
         problems = Problems()
         listed = _list(items, path, limits.MAX_LOADS, problems)
-        read = [cls.read(item, item_path, problems) for item_path, item in listed]
+        read = [
+            cls.read(item, item_path, problems, measured=measured) for item_path, item in listed
+        ]
         _unique_names(listed, problems)
         problems.raise_if_any("The load levels")
         return [x for x in read if x is not None]
@@ -254,7 +260,9 @@ class LoadLevel:
         return dict(data)
 
     @classmethod
-    def read(cls, data: Any, path: str, into: Problems) -> LoadLevel | None:
+    def read(
+        cls, data: Any, path: str, into: Problems, *, measured: bool = True
+    ) -> LoadLevel | None:
         problems = into.child()
         if not isinstance(data, dict):
             problems.add(path, "must be an object")
@@ -306,7 +314,7 @@ class LoadLevel:
             exclusive_minimum=True,
             maximum=limits.MAX_DURATION_SECONDS,
         )
-        if data.get("requests") is None and data.get("duration_s") is None:
+        if measured and data.get("requests") is None and data.get("duration_s") is None:
             problems.add(path, "needs 'requests' or 'duration_s'")
         if (
             data.get("duration_s") is not None

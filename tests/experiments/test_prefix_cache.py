@@ -73,8 +73,8 @@ def _run_all(
         url = server_for(run)
         if reset:  # the experiment's cache policy: reset through the engine's endpoint
             assert httpx.post(f"{url}/reset_prefix_cache").status_code == 200
-        envelope = {"schema": 1, "outcome": "done", "error": None, "engine": {},
-                    "result": measure(url)}  # fmt: skip
+        envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "done",
+                    "error": None, "engine": {}, "result": measure(url)}  # fmt: skip
         upload = run_services.run_result_receive(
             host=run.host,
             run_id=run.pk,

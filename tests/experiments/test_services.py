@@ -18,7 +18,9 @@ from runs import services as run_services
 from runs.ingest import upload_ingest
 from runs.models import Run
 from specportal.api.errors import ApplicationError
+from specportal.protocol import Progress
 from tests.fixtures import BASELINE, Setup, create_kwargs
+from tests.specportal.protocol.documents import envelope_dict, result_dict
 
 
 @pytest.fixture(autouse=True)
@@ -186,23 +188,11 @@ def _end(run: Run, outcome: str) -> None:
     """An agent's whole attempt: claim, run, upload, then the portal worker's ingestion."""
     run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
     run_services.run_progress(
-        host=run.host, run_id=run.pk, attempt=run.attempt, phase="running", details={}
+        host=run.host, run_id=run.pk, progress=Progress(attempt=run.attempt, phase="running")
     )
-    record = {
-        "index": 0,
-        "sent": 0.0,
-        "chunk_times": [0.1],
-        "chunk_tokens": [1],
-        "output_tokens": 1,
-        "success": True,
-    }
-    envelope = {
-        "schema": 1,
-        "outcome": outcome,
-        "error": None,
-        "engine": {},
-        "result": {"requests": [record]},
-    }
+    envelope = envelope_dict(
+        run=run.pk, attempt=run.attempt, outcome=outcome, result=result_dict(requests=1)
+    )
     upload = run_services.run_result_receive(
         host=run.host,
         run_id=run.pk,

@@ -16,7 +16,9 @@ from runs import services as run_services
 from runs.ingest import upload_ingest
 from runs.models import Run
 from specportal.api.errors import ApplicationError
+from specportal.protocol import EngineReport, Progress
 from tests.fixtures import Setup, create_kwargs
+from tests.specportal.protocol.documents import envelope_dict, result_dict
 
 
 @pytest.fixture(autouse=True)
@@ -82,15 +84,17 @@ def test_a_requeued_run_forgets_what_the_previous_attempts_agent_reported(setup:
     run_services.run_progress(
         host=host,
         run_id=run.pk,
-        attempt=1,
-        phase="engine_started",
-        details={
-            "command": ["vllm", "serve", "m"],
-            "engine_env": {"VLLM_SERVER_DEV_MODE": "1"},
-            "engine_report": {"/version": {"version": "0.30.0"}},
-            "engine_checked": [{**mismatch, "match": False}],
-            "mismatches": [mismatch],
-        },
+        progress=Progress(
+            attempt=1,
+            phase="engine_started",
+            engine=EngineReport(
+                command=["vllm", "serve", "m"],
+                environment={"VLLM_SERVER_DEV_MODE": "1"},
+                report={"/version": {"version": "0.30.0"}},
+                checks=[{**mismatch, "match": False}],
+                mismatches=[mismatch],
+            ),
+        ),
     )
     run.refresh_from_db()
     assert run.mismatches == [mismatch]
@@ -161,25 +165,12 @@ def test_a_cancelled_run_keeps_what_it_measured(setup: Setup) -> None:
     )
     assert answer["cancel_requested"] is True
     # the agent stops the load generator and uploads what it measured
-    envelope = {
-        "schema": 1,
-        "outcome": "cancelled",
-        "error": None,
-        "engine": {},
-        "result": {
-            "complete": False,
-            "requests": [
-                {
-                    "index": 0,
-                    "sent": 0.0,
-                    "chunk_times": [0.1],
-                    "chunk_tokens": [1],
-                    "output_tokens": 1,
-                    "success": True,
-                }
-            ],
-        },
-    }
+    envelope = envelope_dict(
+        run=run.pk,
+        attempt=1,
+        outcome="cancelled",
+        result=result_dict(requests=1, complete=False, incomplete_reason="cancelled"),
+    )
     upload = run_services.run_result_receive(
         host=run.host, run_id=run.pk, attempt=1, body=gzip.compress(json.dumps(envelope).encode())
     )

@@ -203,3 +203,10 @@ def test_problems_past_the_listing_cap_are_counted_not_listed() -> None:
     )
     assert len(fields) == 21
     assert fields[""] == ["10 more problems not listed"]
+
+
+def test_a_load_level_described_after_the_fact_needs_no_extent() -> None:
+    loads = LoadLevel.list_from_dicts([{"name": "c8", "concurrency": 8}], measured=False)
+    assert loads == [LoadLevel(name="c8", concurrency=8)]
+    with pytest.raises(ProtocolError):
+        LoadLevel.list_from_dicts([{"name": "c8", "concurrency": 8}])
