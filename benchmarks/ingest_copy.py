@@ -85,7 +85,18 @@ def make_upload(requests: int, chunks: int, tokens: int) -> bytes:
         "requests": [_record(i, chunks, tokens, rng) for i in range(requests)],
         "warmup_requests": [],
     }
-    envelope = {"schema": 1, "outcome": "done", "error": None, "engine": {}, "result": result}
+    # The agent's envelope (specportal/protocol/SCHEMA.md); ingestion reads it whole, so it must
+    # be one the protocol accepts. The run id is not checked against the run it is stored for.
+    envelope = {
+        "schema": "specportal.protocol.envelope",
+        "schema_version": 2,
+        "run": 1,
+        "attempt": 1,
+        "outcome": "done",
+        "error": None,
+        "engine": {},
+        "result": result,
+    }
     return gzip.compress(json.dumps(envelope, separators=(",", ":")).encode(), compresslevel=5)
 
 
@@ -138,7 +149,7 @@ def main() -> int:
     cache = (
         Path(__file__).resolve().parents[1]
         / "var"
-        / f"bench-ingest-{args.requests}-{args.chunks}-{args.tokens}.json.gz"
+        / f"bench-ingest-v2-{args.requests}-{args.chunks}-{args.tokens}.json.gz"
     )
     if cache.exists():
         body = cache.read_bytes()

@@ -58,7 +58,8 @@ class Run(models.Model):
     error = models.TextField(blank=True)
 
     # What the engine said about itself (endpoint bodies, parsed start-up log lines), every check
-    # of it against the frozen configuration (specportal.agent.selfreport), and the disagreements.
+    # of it against the frozen configuration (specportal.engines.selfcheck), and the disagreements:
+    # the parts of the protocol's EngineReport (report, checks, mismatches), as the agent sent them.
     engine_report = models.JSONField(default=dict, blank=True)
     engine_checked = models.JSONField(default=list, blank=True)
     mismatches = models.JSONField(default=list, blank=True)
