@@ -12,6 +12,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from specportal import embedded_broker
 from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -198,16 +199,9 @@ CELERY_VISIBILITY_TIMEOUT = env.int(
 )
 EMBEDDED_BROKER_DIR = DATA_DIR / "broker"
 if not CELERY_BROKER_URL:
-    CELERY_BROKER_URL = "filesystem://"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(EMBEDDED_BROKER_DIR / "queue"),
-        "data_folder_out": str(EMBEDDED_BROKER_DIR / "queue"),
-        "processed_folder": str(EMBEDDED_BROKER_DIR / "processed"),
-        # kombu's default is ./control: the exchange tables would land in whatever directory a
-        # process starts in (the repository root). Every party (portal, agents) must share it.
-        "control_folder": str(EMBEDDED_BROKER_DIR / "control"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_URL = embedded_broker.URL
+    CELERY_BROKER_TRANSPORT = embedded_broker.TRANSPORT
+    CELERY_BROKER_TRANSPORT_OPTIONS = embedded_broker.transport_options(EMBEDDED_BROKER_DIR)
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_RESULT_BACKEND = None

@@ -27,6 +27,7 @@ def make_app(
     settings: AgentSettings,
     *,
     broker_url: str,
+    broker_transport: str | None = None,
     transport_options: Mapping[str, Any] | None = None,
     runner: Runner = default_runner,
 ) -> tuple[Celery, Heartbeat]:
@@ -36,6 +37,8 @@ def make_app(
     executor = Executor(settings, client, heartbeat, runner)
     app = Celery(f"specportal-agent-{settings.host}", broker=broker_url, set_as_current=False)
     app.conf.update(
+        # None: the URL's scheme decides; the embedded broker names its own transport class.
+        broker_transport=broker_transport,
         broker_transport_options=dict(transport_options or {}),
         broker_connection_retry_on_startup=True,
         # Reconnect forever: a broker restart must not end the agent.

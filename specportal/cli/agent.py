@@ -109,21 +109,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def broker_connection(
     broker: str, broker_dir: Path, visibility_timeout: int
-) -> tuple[str, dict[str, Any]]:
-    """The broker URL and transport options: Redis with the shared visibility timeout, or the
-    embedded filesystem broker in ``broker_dir`` (shared with the portal) when ``broker`` is empty.
+) -> tuple[str, str | None, dict[str, Any]]:
+    """The broker URL, transport and its options: Redis with the shared visibility timeout, or the
+    embedded broker in ``broker_dir`` (shared with the portal) when ``broker`` is empty.
     """
     if broker:
-        return broker, {"visibility_timeout": visibility_timeout}
-    queue = broker_dir / "queue"
-    queue.mkdir(parents=True, exist_ok=True)
-    return "filesystem://", {
-        "data_folder_in": str(queue),
-        "data_folder_out": str(queue),
-        "processed_folder": str(broker_dir / "processed"),
-        "control_folder": str(broker_dir / "control"),
-        "store_processed": False,
-    }
+        return broker, None, {"visibility_timeout": visibility_timeout}
+    # Imported here: kombu comes with the agent extra, which the rest of the CLI does without.
+    from specportal import embedded_broker
+
+    return (
+        embedded_broker.URL,
+        embedded_broker.TRANSPORT,
+        embedded_broker.transport_options(broker_dir),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,7 +162,11 @@ def run(args: argparse.Namespace) -> int:
         vllm_bench_command=args.vllm_bench_command,
         engine_port=args.engine_port,
     )
-    broker, options = broker_connection(args.broker, args.broker_dir, args.visibility_timeout)
-    app, heartbeat = make_app(settings, broker_url=broker, transport_options=options)
+    broker, transport, options = broker_connection(
+        args.broker, args.broker_dir, args.visibility_timeout
+    )
+    app, heartbeat = make_app(
+        settings, broker_url=broker, broker_transport=transport, transport_options=options
+    )
     run_worker(app, heartbeat, args.host, args.loglevel)
     return 0

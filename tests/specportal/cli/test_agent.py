@@ -17,7 +17,8 @@ REDIS_URL = os.environ.get("SPECPORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/
 
 def test_a_redis_agent_opens_its_channel_with_the_shared_visibility_timeout(tmp_path: Path) -> None:
     # given the agent's broker settings for Redis with a 2-hour visibility timeout
-    url, options = broker_connection(REDIS_URL, tmp_path / "unused", 7200)
+    url, transport, options = broker_connection(REDIS_URL, tmp_path / "unused", 7200)
+    assert transport is None
     assert url == REDIS_URL
     app, _ = make_app(
         AgentSettings(host="gpu-x", portal_url="http://127.0.0.1:9", token="t"),
@@ -31,8 +32,11 @@ def test_a_redis_agent_opens_its_channel_with_the_shared_visibility_timeout(tmp_
 
 
 def test_without_a_broker_url_the_agent_shares_the_embedded_broker_folder(tmp_path: Path) -> None:
-    url, options = broker_connection("", tmp_path / "broker", DEFAULT_VISIBILITY_TIMEOUT_SECONDS)
+    url, transport, options = broker_connection(
+        "", tmp_path / "broker", DEFAULT_VISIBILITY_TIMEOUT_SECONDS
+    )
     assert url == "filesystem://"
+    assert transport == "specportal.embedded_broker:Transport"
     assert options["data_folder_in"] == options["data_folder_out"] == str(tmp_path / "broker/queue")
     assert (tmp_path / "broker" / "queue").is_dir()
     assert "visibility_timeout" not in options
