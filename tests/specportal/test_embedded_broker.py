@@ -8,14 +8,14 @@ from queue import Empty
 from typing import Any
 
 import pytest
-from kombu import Connection
+from kombu.connection import Connection
 from kombu.transport import filesystem
 
 from specportal import embedded_broker
 
 
 def _channel(tmp_path: Path, transport: str | type[Any]) -> Any:
-    connection = Connection(
+    connection = Connection(  # type: ignore[no-untyped-call]
         embedded_broker.URL,
         transport=transport,
         transport_options=embedded_broker.transport_options(tmp_path / "broker"),
@@ -30,7 +30,7 @@ def test_stock_kombu_lets_a_consumer_read_a_half_written_message(
     # folder in between moves the empty file away and fails to decode it.
     producer, consumer = _channel(tmp_path, "filesystem"), _channel(tmp_path, "filesystem")
     seen: list[BaseException] = []
-    real_dumps = filesystem.dumps
+    real_dumps: Any = filesystem.dumps  # type: ignore[attr-defined]
 
     def dumps_while_a_consumer_looks(payload: Any) -> str:
         try:
@@ -50,7 +50,7 @@ def test_a_message_appears_whole_or_not_at_all(
     producer = _channel(tmp_path, embedded_broker.TRANSPORT)
     consumer = _channel(tmp_path, embedded_broker.TRANSPORT)
     seen: list[BaseException] = []
-    real_dumps = embedded_broker.dumps
+    real_dumps: Any = embedded_broker.dumps  # type: ignore[attr-defined]
 
     def dumps_while_a_consumer_looks(payload: Any) -> str:
         try:
@@ -73,6 +73,7 @@ def test_the_portal_and_the_agents_name_the_same_transport_and_folders(tmp_path:
     from specportal.cli.agent import broker_connection
 
     url, transport, options = broker_connection("", tmp_path / "broker", 60)
+    assert transport is not None
     assert (url, transport) == (embedded_broker.URL, embedded_broker.TRANSPORT)
     assert options == embedded_broker.transport_options(tmp_path / "broker")
     assert _channel(tmp_path, transport).connection.__class__ is embedded_broker.Transport
