@@ -11,6 +11,7 @@ COPY experiments experiments
 COPY runs runs
 COPY audit audit
 COPY notifications notifications
+COPY verdicts verdicts
 COPY approvals approvals
 COPY demo demo
 COPY analysis analysis

@@ -192,7 +192,12 @@ def run_statistic(run: RunInput, key: str, slos: Mapping[str, float]) -> float |
     """The run's value for a summary key; SLO keys from the records with the objectives' SLOs."""
     if run.summary is None:
         return None
-    if key in ("slo_attainment", "request_goodput") and slos and run.requests is not None:
+    if (
+        key in ("slo_attainment", "request_goodput")
+        and slos
+        and run.requests
+        and "chunk_times" in run.requests[0]  # records kept for text alone carry no timings
+    ):
         goodput = goodput_seconds(slos)
         measured = [r for r in run.requests if not r.get("warmup")]
         sent = [r for r in measured if r.get("error_kind") != "not_sent"]

@@ -396,3 +396,48 @@ def _interval_ok(interval: Mapping[str, Any] | None, path: str) -> None:
     low, high = interval["low"], interval["high"]
     if low is not None and high is not None and low > high:
         raise VerdictShapeError(path, f"low {low} > high {high}")
+
+
+def json_schema() -> dict[str, Any]:
+    """The shape as OpenAPI 3.0 schema components, ``Verdict`` and ``Verdict<Part>`` (for the
+    portal's API schema: ``SPECTACULAR_SETTINGS["APPEND_COMPONENTS"]``)."""
+    definitions: dict[str, Any] = {}
+
+    def schema(tp: Any) -> dict[str, Any]:
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            return {}
+        if origin is Literal:
+            values = list(typing.get_args(tp))
+            return {"enum": values}
+        if origin in (Union, types.UnionType):
+            options = [a for a in typing.get_args(tp) if a is not type(None)]
+            nullable = len(options) < len(typing.get_args(tp))
+            inner = (
+                schema(options[0]) if len(options) == 1 else {"oneOf": [schema(o) for o in options]}
+            )
+            if nullable:
+                if "$ref" in inner:
+                    return {"oneOf": [inner, {"type": "null"}]}
+                inner = {**inner, "nullable": True}
+            return inner
+        if origin is list:
+            return {"type": "array", "items": schema(typing.get_args(tp)[0])}
+        if origin is dict:
+            return {"type": "object", "additionalProperties": schema(typing.get_args(tp)[1])}
+        if _is_typeddict(tp):
+            name = tp.__name__ if tp.__name__.startswith("Verdict") else f"Verdict{tp.__name__}"
+            if name not in definitions:
+                definitions[name] = {}  # recursion guard
+                hints = typing.get_type_hints(tp)
+                definitions[name] = {
+                    "type": "object",
+                    "properties": {key: schema(value) for key, value in hints.items()},
+                    "required": sorted(tp.__required_keys__),
+                }
+            return {"$ref": f"#/components/schemas/{name}"}
+        simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
+        return {"type": simple[tp]}
+
+    schema(Verdict)
+    return definitions

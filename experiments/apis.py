@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +30,32 @@ from runs.selectors import run_list
 from specportal.api.idempotency import idempotent
 from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
 from specportal.protocol import limits
+
+VERDICT_SUMMARY = inline_serializer(
+    "ExperimentVerdictSummary",
+    {
+        "verdict_id": serializers.IntegerField(),
+        "supersedes": serializers.IntegerField(allow_null=True),
+        "computed_at": serializers.CharField(),
+        "analysis_version": serializers.CharField(),
+        "objectives_sha256": serializers.CharField(),
+        "emulated_label": serializers.CharField(allow_null=True),
+        "candidates": serializers.ListField(child=serializers.DictField()),
+        "url": serializers.CharField(),
+    },
+    allow_null=True,
+)
+FAMILY_PLAN = inline_serializer(
+    "ExperimentFamilyPlan",
+    {
+        "family_size": serializers.IntegerField(),
+        "alpha": serializers.FloatField(),
+        "min_repetitions": serializers.IntegerField(allow_null=True),
+        "repetitions": serializers.IntegerField(),
+        "can_decide": serializers.BooleanField(),
+        "reason": serializers.CharField(),
+    },
+)
 
 
 class ArmOutput(serializers.Serializer[Any]):
@@ -61,9 +93,18 @@ class ExperimentOutput(serializers.Serializer[Any]):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField()
+    verdict = serializers.SerializerMethodField()
 
     def get_hosts(self, experiment: Experiment) -> list[str]:
         return sorted(host.name for host in experiment.hosts.all())
+
+    @extend_schema_field(VERDICT_SUMMARY)
+    def get_verdict(self, experiment: Experiment) -> dict[str, Any] | None:
+        """The latest verdict's states (the whole document: ``.../verdict/``)."""
+        # verdicts reads experiments; experiments reaches back only here, when serializing.
+        from verdicts.selectors import verdict_summary
+
+        return verdict_summary(experiment=experiment)
 
 
 PLAN_OUTPUT = inline_serializer(
@@ -71,6 +112,7 @@ PLAN_OUTPUT = inline_serializer(
     {
         "experiment": serializers.IntegerField(),
         "estimated_seconds": serializers.FloatField(),
+        "family": FAMILY_PLAN,
         "runs": RunOutput(many=True),
     },
 )
@@ -257,6 +299,7 @@ def _plan_body(experiment: Experiment) -> dict[str, Any]:
     return {
         "experiment": experiment.pk,
         "estimated_seconds": estimated_wall_seconds(runs),
+        "family": selectors.experiment_family(experiment=experiment),
         "runs": RunOutput(runs, many=True).data,
     }
 

@@ -10,6 +10,7 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from analysis.figures import arm_colour
+from analysis.objectives import validate_objectives
 from analysis.prefixcache import compare_arms
 from experiments.models import Experiment
 from runs.selectors import acceptance_rate
@@ -39,6 +40,35 @@ def experiment_list(
     if mode:
         experiments = experiments.filter(mode=mode)
     return experiments
+
+
+def experiment_family(*, experiment: Experiment) -> dict[str, Any]:
+    """Before any run: the verdict family's size and the fewest repetitions per arm at which it
+    can decide at all (``analysis.verdict.family_plan``), against the planned repetitions."""
+    # scipy takes seconds to import: not at the web process's start, only when asked.
+    from analysis.verdict import family_plan
+
+    candidates = max(0, experiment.arms.count() - 1)
+    plan = family_plan(
+        validate_objectives(experiment.objectives),
+        candidates,
+        [str(w["name"]) for w in experiment.workloads],
+        [str(load["name"]) for load in experiment.loads],
+    )
+    minimum = plan["min_repetitions"]
+    can_decide = minimum is not None and experiment.repetitions >= minimum
+    reason = plan["reason"]
+    if not can_decide:
+        reason = (
+            f"at {experiment.repetitions} repetitions per arm this family cannot decide at all: "
+            + reason
+        )
+    return {
+        **plan,
+        "repetitions": experiment.repetitions,
+        "can_decide": can_decide,
+        "reason": reason,
+    }
 
 
 def experiment_get(*, experiment_id: int) -> Experiment:

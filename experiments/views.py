@@ -159,6 +159,7 @@ def _experiment_context(experiment: Experiment) -> dict[str, Any]:
         and experiment.started_at is not None,
         "objectives_json": json.dumps(experiment.objectives, indent=2),
         "prefix_cache_tolerance": PREFIX_CACHE_TOLERANCE,
+        "family": selectors.experiment_family(experiment=experiment),
     }
 
 

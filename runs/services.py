@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from hosts.models import GpuHost
 from hosts.services import host_heartbeat_record
-from runs import dispatch
+from runs import dispatch, signals
 from runs.ingest import apply_engine_report
 from runs.models import ResultUpload, Run
 from specportal.api.errors import ApplicationError
@@ -51,8 +51,9 @@ FINAL_STATES: Final = (
 )
 
 
-def experiment_advance_later(experiment_id: int) -> None:
-    """A run ended: let its experiment queue the next one (``experiments.services``).
+def experiment_advance_later(experiment_id: int, run_id: int | None = None) -> None:
+    """A run ended: let its experiment queue the next one (``experiments.services``), and tell
+    whoever keeps something derived from runs (``runs.signals.run_ended``: the verdicts).
 
     The one call from ``runs`` back into ``experiments``, imported here rather than at module
     level: ``experiments`` imports ``runs`` (it plans and queues runs), so ``runs`` loads without
@@ -61,6 +62,7 @@ def experiment_advance_later(experiment_id: int) -> None:
     from experiments.services import experiment_advance
 
     experiment_advance(experiment_id=experiment_id)
+    signals.run_ended.send(sender=Run, experiment_id=experiment_id, run_id=run_id)
 
 
 def run_figures_after_ingest(run_id: int, experiment_id: int) -> None:
@@ -93,6 +95,13 @@ def run_queue(run: Run) -> None:
     run.engine_checked, run.mismatches, run.command = [], [], []
     run.save(update_fields=["status", "attempt", "queued_at", "lease_expires_at", *ATTEMPT_FIELDS])
     dispatch.publish_on_commit(run_id=run.pk, attempt=run.attempt, host=_host_name(run))
+    if run.attempt > 1:
+        experiment_id, run_id = run.experiment_id, run.pk
+        transaction.on_commit(
+            lambda: signals.run_requeued.send(
+                sender=Run, experiment_id=experiment_id, run_id=run_id
+            )
+        )
 
 
 # --- the agent's side ---------------------------------------------------------------------------

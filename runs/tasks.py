@@ -22,7 +22,7 @@ PENDING_UPLOAD_SECONDS: Final = 120
 @shared_task(name="runs.upload_ingest_task", acks_late=True)  # type: ignore[untyped-decorator]
 def upload_ingest_task(upload_id: int) -> None:
     run = upload_ingest(upload_id=upload_id)
-    services.experiment_advance_later(run.experiment_id)
+    services.experiment_advance_later(run.experiment_id, run.pk)
     # After the next run is queued: the figures of what just landed, so pages never compute them.
     services.run_figures_after_ingest(run.pk, run.experiment_id)
 

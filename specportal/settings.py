@@ -12,6 +12,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from analysis.verdict_schema import json_schema as verdict_json_schema
 from specportal import embedded_broker
 from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
 
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
     "notifications",
     # The shared API plumbing has one table: the Idempotency-Key answers.
     "specportal.api",
+    "verdicts",
     "approvals",
     # Last and depended on by nothing: the demo command imports every app.
     "demo",
@@ -185,6 +187,8 @@ SPECTACULAR_SETTINGS = {
         "ExperimentModeEnum": "experiments.models.Experiment.Mode",
         "HostModeEnum": "hosts.models.GpuHost.Mode",
     },
+    # The verdict document (analysis/VERDICT.md) is typed once, in analysis.verdict_schema.
+    "APPEND_COMPONENTS": {"schemas": verdict_json_schema()},
 }
 
 # --- Celery -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ urlpatterns = [
     path("", include("experiments.urls")),
     path("", include("runs.urls")),
     path("", include("notifications.urls")),
+    path("", include("verdicts.urls")),
     path("", include("approvals.urls")),
     path("", include("audit.urls")),
     path("", home, name="home"),

@@ -1,0 +1,1 @@
+"""Stored verdicts: one per recomputation of an experiment, superseded, never edited."""

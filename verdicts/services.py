@@ -1,0 +1,111 @@
+"""Writes for verdicts: recompute an experiment's verdict; store it only when it changed.
+
+A new verdict row supersedes the latest one and never edits it (the database refuses UPDATE), so
+the history of what was concluded when stays. When the states change, ``verdict.changed`` is
+announced through ``notifications.emit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.db import transaction
+
+import notifications
+from experiments.models import Experiment
+from verdicts import selectors
+from verdicts.models import CandidateVerdict, CellVerdict, Verdict
+
+
+def _states(document: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "candidates": {c["arm"]: [c["state"], c["workloads"]] for c in document["candidates"]},
+        "cells": {
+            f"{cell['workload']}/{cell['load']}/{entry['arm']}": entry["state"]
+            for cell in document["cells"]
+            for entry in cell["candidates"]
+        },
+    }
+
+
+@transaction.atomic
+def verdict_recompute(*, experiment_id: int) -> Verdict | None:
+    """The experiment's verdict from its stored runs: a new row when anything it stands on
+    changed (runs, attempts, objectives, analysis version), else the latest one. None before the
+    experiment is locked or while none of its runs has finished."""
+    # scipy takes seconds to import: only a recomputation pays it, not the worker's start.
+    from analysis.verdict import ANALYSIS_VERSION, compute_verdict
+
+    # One recomputation per experiment at a time: the lock orders concurrent tasks.
+    experiment = Experiment.objects.select_for_update().filter(pk=experiment_id).first()
+    if experiment is None or experiment.locked_at is None:
+        return None
+    engine_input, used = selectors.experiment_input(experiment=experiment)
+    if not used:
+        return None
+    fingerprint = hashlib.sha256(
+        json.dumps(
+            {"runs": used, "objectives": experiment.objectives_hash, "analysis": ANALYSIS_VERSION},
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
+    latest = selectors.verdict_latest(experiment=experiment)
+    if latest is not None and latest.inputs_sha256 == fingerprint:
+        return latest
+    document = compute_verdict(engine_input)
+    # The row's id and predecessor are the document's verdict_id and supersedes (filled on read).
+    document["verdict_id"] = None
+    document["supersedes"] = None
+    verdict = Verdict.objects.create(
+        experiment=experiment,
+        supersedes=latest,
+        analysis_version=ANALYSIS_VERSION,
+        objectives_sha256=experiment.objectives_hash,
+        inputs=used,
+        inputs_sha256=fingerprint,
+        document=document,
+    )
+    arms = {arm.label: arm for arm in experiment.arms.all()}
+    CandidateVerdict.objects.bulk_create(
+        CandidateVerdict(
+            verdict=verdict, arm=arms[c["arm"]], state=c["state"], workloads=c["workloads"]
+        )
+        for c in document["candidates"]
+    )
+    CellVerdict.objects.bulk_create(
+        CellVerdict(
+            verdict=verdict,
+            arm=arms[entry["arm"]],
+            workload=cell["workload"],
+            load=cell["load"],
+            state=entry["state"],
+            runs_needed=entry["runs_needed"],
+            runs_needed_at_least=entry["runs_needed_at_least"],
+            document=entry,
+        )
+        for cell in document["cells"]
+        for entry in cell["candidates"]
+    )
+    before = None if latest is None else _states(latest.document)
+    after = _states(document)
+    if before != after:
+        payload = {
+            "experiment": experiment.pk,
+            "verdict": verdict.pk,
+            "supersedes": None if latest is None else latest.pk,
+            "candidates": [
+                {"arm": c["arm"], "state": c["state"], "workloads": c["workloads"]}
+                for c in document["candidates"]
+            ],
+            "changed_cells": sorted(
+                key
+                for key, state in after["cells"].items()
+                if before is None or before["cells"].get(key) != state
+            ),
+            "emulated_label": document["emulated_label"],
+            "url_path": f"/experiments/{experiment.pk}/",
+        }
+        transaction.on_commit(lambda: notifications.emit("verdict.changed", payload))
+    return verdict
