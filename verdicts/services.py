@@ -107,5 +107,6 @@ def verdict_recompute(*, experiment_id: int) -> Verdict | None:
             "emulated_label": document["emulated_label"],
             "url_path": f"/experiments/{experiment.pk}/",
         }
-        transaction.on_commit(lambda: notifications.emit("verdict.changed", payload))
+        # emit writes its deliveries in this transaction: a rolled-back verdict announces nothing.
+        notifications.emit("verdict.changed", payload)
     return verdict
