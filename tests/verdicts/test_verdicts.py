@@ -145,7 +145,7 @@ def test_the_database_refuses_to_edit_a_verdict(setup: Setup) -> None:
     _run_all(experiment)
     verdict = verdict_recompute(experiment_id=experiment.pk)
     assert verdict is not None
-    edits = [
+    edits: list[tuple[Any, dict[str, Any]]] = [
         (Verdict.objects.filter(pk=verdict.pk), {"document": {}}),
         (CandidateVerdict.objects.filter(verdict=verdict), {"state": "DROP"}),
         (CellVerdict.objects.filter(verdict=verdict), {"state": "DROP"}),
