@@ -130,9 +130,11 @@ def experiment_input(*, experiment: Experiment) -> tuple[ExperimentInput, list[d
                 summary=run.summary if measured else None,
                 acceptance=run.acceptance or {},
                 prefix_cache_hit_fraction=run.prefix_cache_hit_fraction,
-                host=run.host.name,
-                tool="specportal",
-                emulated=run.host.emulated,
+                host=run.host.name if run.host is not None else None,
+                # The tool that measured it: an imported run's file format (the same name
+                # ``specportal compare`` reads from the file), SpecPortal's own otherwise.
+                tool=run.source_format or "specportal",
+                emulated=run.host.emulated if run.host is not None else False,
                 mismatches=list(run.mismatches or []),
                 server=run.server or {},
                 # Without timings the records serve pairing and text only (never SLO figures).
@@ -142,6 +144,7 @@ def experiment_input(*, experiment: Experiment) -> tuple[ExperimentInput, list[d
             )
         )
         used.append({"run": run.pk, "attempt": run.attempt, "status": run.status})
+    imported_arms = {run.arm.label for run in runs if run.imported}
     x = ExperimentInput(
         arms=[
             ArmInput(
@@ -150,6 +153,7 @@ def experiment_input(*, experiment: Experiment) -> tuple[ExperimentInput, list[d
                 arm.configuration.config_hash,
                 arm.configuration.target_hash,
                 arm.configuration.proposal_hash,
+                imported=arm.label in imported_arms,
             )
             for arm in arms
         ],
