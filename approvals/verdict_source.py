@@ -21,11 +21,9 @@ DEFAULT_SOURCE = "approvals.verdict_source.from_verdicts_app"
 def from_verdicts_app(experiment_id: int) -> dict[str, Any] | None:
     if not apps.is_installed("verdicts"):
         return None
-    from verdicts import selectors  # type: ignore[import-not-found,unused-ignore]
+    from verdicts import selectors
 
-    document: dict[str, Any] | None = selectors.experiment_verdict_document(
-        experiment_id=experiment_id
-    )
+    document: dict[str, Any] | None = selectors.verdict_document(experiment_id=experiment_id)
     return document
 
 
