@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 # Runs a verdict stands on: a finished run's result, and a failed run (a candidate that never
 # served is a DROP). Incomplete and cancelled runs are partial repetitions and are left out.
 INPUT_STATES: Final = (Run.Status.DONE, Run.Status.FAILED)
-# A failed run with no result failed to start unless its agent vanished (the lease ran out): the
-# engine's own failure is the candidate's, a lost agent is nobody's.
-LOST_AGENT: Final = "lease expired"
+# A failed run with no result failed to start (the engine's own failure is the candidate's)
+# unless the portal failed it for a reason of the portal's: its agent vanished (the lease ran
+# out) or its upload could not be read (runs.services / runs.ingest write these notes).
+NOT_THE_CANDIDATES: Final = ("lease expired", "unreadable result upload")
 
 
 def verdict_latest(*, experiment: Experiment) -> Verdict | None:
@@ -140,7 +141,8 @@ def experiment_input(*, experiment: Experiment) -> tuple[ExperimentInput, list[d
                 # Without timings the records serve pairing and text only (never SLO figures).
                 requests=requests or None,
                 error=run.error,
-                failed_to_start=(not measured) and LOST_AGENT not in run.error,
+                failed_to_start=(not measured)
+                and not any(note in run.error for note in NOT_THE_CANDIDATES),
             )
         )
         used.append({"run": run.pk, "attempt": run.attempt, "status": run.status})

@@ -110,3 +110,13 @@ def verdict_recompute(*, experiment_id: int) -> Verdict | None:
         # emit writes its deliveries in this transaction: a rolled-back verdict announces nothing.
         notifications.emit("verdict.changed", payload)
     return verdict
+
+
+def verdict_current_id(*, experiment_id: int) -> int | None:
+    """The id of the experiment's current verdict (None before the first)."""
+    return (
+        Verdict.objects.filter(experiment_id=experiment_id)
+        .order_by("-id")
+        .values_list("pk", flat=True)
+        .first()
+    )

@@ -26,6 +26,7 @@ from tests.fixtures import Setup, api_as, create_kwargs
 from tests.specportal.cli.results import result
 from verdicts import dispatch
 from verdicts.models import CandidateVerdict, CellVerdict, Verdict
+from verdicts.selectors import experiment_input
 from verdicts.services import verdict_recompute
 
 OBJECTIVES = {
@@ -72,7 +73,8 @@ def _finish(run: Run, **figures: Any) -> None:
     run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
     tpot = 0.004 if run.arm.label == "eagle3" else 0.01
     document = result(tpot=tpot, seed=run.pk, **figures).to_dict()
-    envelope = {"schema": 1, "outcome": "done", "error": None, "engine": {}, "result": document}
+    envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "done",
+                "error": None, "engine": {}, "result": document}  # fmt: skip
     upload = run_services.run_result_receive(
         host=run.host, run_id=run.pk, attempt=run.attempt,
         body=gzip.compress(json.dumps(envelope).encode()),
@@ -240,3 +242,57 @@ def test_the_experiment_page_shows_the_verdict_and_the_family(setup: Setup) -> N
     assert "verdict pending" not in page
     assert "KEEP" in page
     assert "emulated: demonstrates SpecPortal, not evidence" in page
+
+
+def test_the_task_stores_a_new_verdict_and_redraws_the_pages_figures(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verdicts.tasks import verdict_recompute_task
+
+    redrawn: list[int] = []
+
+    def refresh(*, experiment_id: int, samples: Any = None) -> list[str]:
+        redrawn.append(experiment_id)
+        return []
+
+    monkeypatch.setattr("experiments.figures.experiment_figures_refresh", refresh)
+    experiment = _experiment(setup)
+    _run_all(experiment)
+    first = verdict_recompute_task(experiment.pk)
+    assert first == Verdict.objects.get(experiment=experiment).pk
+    assert redrawn == [experiment.pk]
+    assert verdict_recompute_task(experiment.pk) == first  # unchanged: nothing redrawn
+    assert redrawn == [experiment.pk]
+
+
+def test_a_candidate_whose_engine_never_starts_drops_but_a_lost_upload_does_not(
+    setup: Setup,
+) -> None:
+    experiment = _experiment(setup)
+    while run := Run.objects.filter(experiment=experiment, status=Run.Status.QUEUED).first():
+        if run.arm.label == "baseline":
+            _finish(run)
+            continue
+        run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
+        envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "failed",
+                    "error": "engine exited before /health: CUDA out of memory", "engine": {},
+                    "result": None}  # fmt: skip
+        upload = run_services.run_result_receive(
+            host=run.host, run_id=run.pk, attempt=run.attempt,
+            body=gzip.compress(json.dumps(envelope).encode()),
+        )  # fmt: skip
+        upload_ingest(upload_id=upload.pk)
+        services.experiment_advance(experiment_id=experiment.pk)
+    verdict = verdict_recompute(experiment_id=experiment.pk)
+    assert verdict is not None
+    entry = verdict.document["cells"][0]["candidates"][0]
+    assert entry["state"] == "DROP"
+    assert "CUDA out of memory" in entry["guards"][0]["reason"]
+    # the same runs failed by the portal (an unreadable upload) are nobody's failure
+    Run.objects.filter(experiment=experiment, arm__label="eagle3").update(
+        error="unreadable result upload: truncated gzip"
+    )
+    engine_input, _ = experiment_input(experiment=experiment)
+    failed = [r for r in engine_input.runs if r.arm == "eagle3"]
+    assert failed
+    assert not any(r.failed_to_start for r in failed)
