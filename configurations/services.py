@@ -8,10 +8,16 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 
+import audit
+from audit.services import ObjectRef
 from configurations.models import EDITABLE_FIELDS, FrozenConfiguration
 from specportal.api.errors import ApplicationError
 from specportal.api.input import labels_clean
 from specportal.engines.document import DocumentError, prepare
+
+# What an audit event keeps of a configuration: its identity (the document is immutable and named
+# by its hash) and what can change.
+AUDITED_FIELDS = ("config_hash", "engine", "method", "name", "description", "labels", "created_by")
 
 
 @transaction.atomic
@@ -59,6 +65,12 @@ def configuration_create(
     except IntegrityError:
         # Another request stored the same identity between our lookup and insert.
         return FrozenConfiguration.objects.get(config_hash=ident.config_hash), False
+    audit.record(
+        action="configuration.create",
+        target=config,
+        after=audit.snapshot(config, fields=AUDITED_FIELDS),
+        actor=user,
+    )
     return config, True
 
 
@@ -71,6 +83,7 @@ def configuration_update(
     labels: Mapping[str, str] | None = None,
 ) -> FrozenConfiguration:
     """Change what is not identity: name, description, labels."""
+    before = audit.snapshot(config, fields=AUDITED_FIELDS)
     if name is not None:
         config.name = name
     if description is not None:
@@ -78,6 +91,12 @@ def configuration_update(
     if labels is not None:
         config.labels = labels_clean(labels)
     config.save(update_fields=list(EDITABLE_FIELDS))
+    audit.record(
+        action="configuration.update",
+        target=config,
+        before=before,
+        after=audit.snapshot(config, fields=AUDITED_FIELDS),
+    )
     return config
 
 
@@ -86,6 +105,8 @@ def configuration_delete(*, config: FrozenConfiguration) -> None:
     """Delete an unreferenced configuration (PROTECT foreign keys refuse otherwise)."""
     from django.db.models import ProtectedError
 
+    before = audit.snapshot(config, fields=AUDITED_FIELDS)
+    target = ObjectRef("configurations.frozenconfiguration", config.pk, str(config))
     try:
         config.delete()
     except ProtectedError as exc:
@@ -94,6 +115,7 @@ def configuration_delete(*, config: FrozenConfiguration) -> None:
             code="protected",
             status_code=409,
         ) from exc
+    audit.record(action="configuration.delete", target=target, before=before)
 
 
 def configuration_resolve(
