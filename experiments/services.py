@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
+import audit
 from analysis.objectives import ObjectivesError, objectives_hash, validate_objectives
 from configurations.models import FrozenConfiguration
 from experiments.models import Arm, Experiment
@@ -36,6 +37,27 @@ SHARED_SECTIONS: Final = ("engine", "engine_build", "target", "runtime", "sampli
 
 # The CI context an experiment may carry (shown on its page, filterable in the list).
 CONTEXT_KEYS: Final = ("repository", "commit", "branch", "pull_request", "job_url")
+
+# What an audit event keeps of an experiment (objectives in full: they are what is locked).
+AUDITED_FIELDS: Final = (
+    "name",
+    "status",
+    "workloads",
+    "loads",
+    "repetitions",
+    "warmup_requests",
+    "cache_policy",
+    "failure_policy",
+    "max_failed_runs",
+    "objectives",
+    "objectives_hash",
+    "locked_at",
+    "arms_difference_reason",
+    "lint_override_reason",
+    "hosts",
+    "started_at",
+    "finished_at",
+)
 
 
 def objectives_check(
@@ -217,6 +239,18 @@ def experiment_create(
         Arm(experiment=experiment, position=i, label=label, configuration=config)
         for i, (label, config) in enumerate(zip(arm_labels, arms, strict=True))
     )
+    audit.record(
+        action="experiment.create",
+        target=experiment,
+        after={
+            **audit.snapshot(experiment, fields=AUDITED_FIELDS),
+            "arms": [
+                {"label": label, "configuration": c.pk}
+                for label, c in zip(arm_labels, arms, strict=True)
+            ],
+        },
+        actor=experiment.created_by,
+    )
     return experiment
 
 
@@ -247,6 +281,11 @@ def experiment_plan(*, experiment: Experiment) -> list[Run]:
         fresh_server=experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER,
     )
     experiment.runs.all().delete()
+    audit.record(
+        action="experiment.plan",
+        target=experiment,
+        after={"runs": len(planned), "hosts": [h.name for h in hosts]},
+    )
     return Run.objects.bulk_create(
         Run(
             experiment=experiment,
@@ -347,6 +386,7 @@ def experiment_start(*, experiment: Experiment, lint_override_reason: str = "") 
     if measured and not experiment.runs.exists():
         experiment_plan(experiment=experiment)
     now = timezone.now()
+    before = audit.snapshot(experiment, fields=AUDITED_FIELDS)
     experiment.objectives_hash = objectives_hash(experiment.objectives)
     experiment.locked_at = now
     experiment.started_at = now
@@ -362,6 +402,22 @@ def experiment_start(*, experiment: Experiment, lint_override_reason: str = "") 
             "lint_findings",
             "lint_override_reason",
         ]
+    )
+    audit.record(
+        action="experiment.start",
+        target=experiment,
+        before=before,
+        after=audit.snapshot(experiment, fields=AUDITED_FIELDS),
+    )
+    # The objectives' lock is its own event: what the verdicts (and approvals) will cite.
+    audit.record(
+        action="objectives.lock",
+        target=experiment,
+        after={
+            "objectives_hash": experiment.objectives_hash,
+            "locked_at": now.isoformat(),
+            "objectives": experiment.objectives,
+        },
     )
     if measured:
         experiment_advance(experiment_id=experiment.pk)
@@ -424,6 +480,7 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
     if experiment.status in (Experiment.Status.DONE, Experiment.Status.CANCELLED):
         return experiment
     now = timezone.now()
+    before = audit.snapshot(experiment, fields=AUDITED_FIELDS)
     experiment.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).update(
         status=Run.Status.CANCELLED, finished_at=now, error="cancelled before it started"
     )
@@ -433,5 +490,11 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
     experiment.status = Experiment.Status.CANCELLED
     experiment.finished_at = now
     experiment.save(update_fields=["status", "finished_at"])
+    audit.record(
+        action="experiment.cancel",
+        target=experiment,
+        before=before,
+        after=audit.snapshot(experiment, fields=AUDITED_FIELDS),
+    )
     _announce_finished(experiment)
     return experiment
