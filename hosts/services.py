@@ -14,6 +14,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+import audit
+from audit.services import ObjectRef
 from hosts.models import GpuHost
 from specportal.api.errors import ApplicationError
 from specportal.api.input import labels_clean
@@ -70,6 +72,14 @@ HOST_FIELDS = (
 )
 
 
+# What audit events keep of a host (never its token's hash) and of its token (the public prefix).
+TOKEN_AUDITED = ("token_prefix", "token_issued_at")
+
+
+def _audited(host: GpuHost) -> dict[str, Any]:
+    return audit.snapshot(host, fields=("name", *HOST_FIELDS))
+
+
 @transaction.atomic
 def host_register(*, name: str, **fields: Any) -> GpuHost:
     """Register a GPU host (no token yet: issue one with :func:`host_token_issue`)."""
@@ -88,6 +98,7 @@ def host_register(*, name: str, **fields: Any) -> GpuHost:
     host = GpuHost(name=name, **fields)
     _host_full_clean(host)
     host.save()
+    audit.record(action="host.register", target=host, after=_audited(host))
     return host
 
 
@@ -98,10 +109,12 @@ def host_update(*, host: GpuHost, **fields: Any) -> GpuHost:
         raise ApplicationError(
             "Unknown host fields.", fields={key: ["unknown field"] for key in unknown}
         )
+    before = _audited(host)
     for key, value in fields.items():
         setattr(host, key, value)
     _host_full_clean(host)
     host.save()
+    audit.record(action="host.update", target=host, before=before, after=_audited(host))
     return host
 
 
@@ -109,6 +122,8 @@ def host_update(*, host: GpuHost, **fields: Any) -> GpuHost:
 def host_delete(*, host: GpuHost) -> None:
     from django.db.models import ProtectedError
 
+    before = _audited(host)
+    target = ObjectRef("hosts.gpuhost", host.pk, host.name)
     try:
         host.delete()
     except ProtectedError as exc:
@@ -117,6 +132,7 @@ def host_delete(*, host: GpuHost) -> None:
             code="protected",
             status_code=409,
         ) from exc
+    audit.record(action="host.delete", target=target, before=before)
 
 
 def host_token_hash(token: str) -> str:
@@ -130,17 +146,31 @@ def host_token_issue(*, host: GpuHost) -> str:
     token = HOST_TOKEN_PREFIX + secrets.token_urlsafe(32)
     host.token_hash = host_token_hash(token)
     host.token_prefix = token[:12]
+    before = audit.snapshot(host, fields=TOKEN_AUDITED)
     host.token_issued_at = timezone.now()
     host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
+    audit.record(
+        action="host_token.issue",
+        target=host,
+        before=before,
+        after=audit.snapshot(host, fields=TOKEN_AUDITED),
+    )
     return token
 
 
 @transaction.atomic
 def host_token_revoke(*, host: GpuHost) -> None:
+    before = audit.snapshot(host, fields=TOKEN_AUDITED)
     host.token_hash = None
     host.token_prefix = ""
     host.token_issued_at = None
     host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
+    audit.record(
+        action="host_token.revoke",
+        target=host,
+        before=before,
+        after=audit.snapshot(host, fields=TOKEN_AUDITED),
+    )
 
 
 # An inventory is a few KiB; anything far larger is not stored (the beat still counts).
