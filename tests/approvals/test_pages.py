@@ -137,7 +137,9 @@ def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
     assert f"change request #{cr.pk}" in history[0][2]
     assert "approved by mia, applied by mia" in history[0][2]
     assert "registered with this configuration" in history[1][2]
-    assert page.locator(".audit-events tr[data-action='deployment.configuration_change']").count() == 1
+    assert (
+        page.locator(".audit-events tr[data-action='deployment.configuration_change']").count() == 1
+    )
     _shot(page, "deployment")
     # the site-wide audit view, filtered, and its CSV
     page.click("#nav-audit")
