@@ -66,3 +66,31 @@ def test_demo_runs_the_example_experiment_to_completion_on_embedded_defaults(
     assert statuses == [("done", 12)]
     assert records == 2 * 3 * (4 + 16)
     assert hosts == [("emu-1", 1), ("emu-2", 1)]
+    # a demo deployment, and one open change request backed by the experiment, labelled demo
+    assert "A demo change request backed by it, awaiting a manager:" in done.stdout
+    with sqlite3.connect(tmp_path / "specportal.sqlite3") as db:
+        deployments = db.execute("SELECT name, is_demo FROM approvals_deployment").fetchall()
+        requests = db.execute(
+            "SELECT cr.state, u.username, count(e.experiment_id) FROM approvals_changerequest cr"
+            " JOIN auth_user u ON u.id = cr.author_id"
+            " JOIN approvals_changerequest_evidence e ON e.changerequest_id = cr.id GROUP BY cr.id"
+        ).fetchall()
+        audited = db.execute(
+            "SELECT action FROM audit_auditevent WHERE object_type = 'approvals.changerequest'"
+            " ORDER BY seq"
+        ).fetchall()
+    assert deployments == [("chat-demo", 1)]
+    assert requests == [("open", "demo-experimenter", 1)]
+    assert [a for (a,) in audited] == [
+        "change_request.create",
+        "change_request.evidence_check",
+        "change_request.open",
+    ]
+    # the demo's audit chain verifies, against its head log too
+    verify = subprocess.run(
+        [sys.executable, "manage.py", "audit", "verify"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "audit chain intact" in verify.stdout
+    assert "the log's head" in verify.stdout

@@ -31,6 +31,10 @@ from accounts.services import user_create_or_update
 DEMO_USER = "demo"
 DEMO_PASSWORD = "speculate-responsibly"
 DEMO_HOSTS: Final = ("emu-1", "emu-2")
+# The demo's change request is proposed by another user than the demo login, so the demo login
+# (a manager) may approve it: four eyes hold in the demo too.
+DEMO_AUTHOR: Final = "demo-experimenter"
+DEMO_DEPLOYMENT: Final = "chat-demo"
 EXPERIMENT_FILE: Final = Path(settings.BASE_DIR) / "examples" / "experiments" / "seeds-story.json"
 # Emulated steps never faster than 10 ms (the issue's floor): request counts are cut, not time.
 COMMAND_TEMPLATE: Final = (
@@ -103,6 +107,13 @@ class Command(BaseCommand):
                 f"The example experiment ended: {status} in {time.monotonic() - started:.0f} s "
                 f"— {address}/experiments/{experiment.pk}/"
             )
+            if status == "done":
+                change = _propose_demo_change(experiment.pk)
+                self.stdout.write(
+                    f"A demo change request backed by it, awaiting a manager: "
+                    f"{address}/change-requests/{change.pk}/  (deployment "
+                    f"{change.deployment.name}, a demo deployment; proposed by {DEMO_AUTHOR})"
+                )
             if options["exit_when_done"]:
                 if status != "done":
                     raise CommandError(f"the example experiment ended {status}")
@@ -300,6 +311,53 @@ def _create_experiment(*, quick: bool) -> Any:
         failure_policy=spec["failure_policy"],
     )
     return services.experiment_start(experiment=experiment)
+
+
+def _propose_demo_change(experiment_id: int) -> Any:
+    """A demo deployment running the experiment's baseline, and one open change request to its
+    EAGLE-3 candidate (or the first candidate) with the experiment as evidence."""
+    from django.contrib.auth.models import User
+
+    from approvals import services as approvals
+    from approvals.models import ChangeRequest, Deployment
+    from experiments.models import Experiment
+
+    experiment = Experiment.objects.get(pk=experiment_id)
+    arms = list(experiment.arms.select_related("configuration").order_by("position"))
+    manager = User.objects.get(username=DEMO_USER)
+    author = user_create_or_update(
+        username=DEMO_AUTHOR, password=DEMO_PASSWORD, role_names=[roles.EXPERIMENTER]
+    )
+    deployment = Deployment.objects.filter(name=DEMO_DEPLOYMENT).first()
+    if deployment is None or deployment.configuration_id != arms[0].configuration_id:
+        name = DEMO_DEPLOYMENT if deployment is None else f"{DEMO_DEPLOYMENT}-{experiment.pk}"
+        deployment = approvals.deployment_create(
+            user=manager,
+            name=name,
+            owner_team="demo",
+            description="Demo: its evidence comes from emulated hosts; it demonstrates "
+            "SpecPortal, it is not production evidence.",
+            configuration=arms[0].configuration,
+            workloads=experiment.workloads,
+            loads=experiment.loads,
+            objectives=experiment.objectives,
+            is_demo=True,
+        )
+    candidate = next((a for a in arms[1:] if a.configuration.method == "eagle3"), arms[1])
+    open_one = ChangeRequest.objects.filter(
+        deployment=deployment, evidence=experiment, state=ChangeRequest.State.OPEN
+    ).first()
+    if open_one is not None:
+        return open_one
+    return approvals.change_request_create(
+        user=author,
+        deployment=deployment,
+        to_configuration=candidate.configuration,
+        reason=f"Demo: move {deployment.name} from {arms[0].label} to {candidate.label}, "
+        f"on the evidence of experiment #{experiment.pk} ({experiment.name}).",
+        evidence=[experiment],
+        open_now=True,
+    )
 
 
 def _wait_experiment(
