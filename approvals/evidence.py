@@ -351,7 +351,7 @@ def gather(change_request: Any) -> Facts:
             RunFacts(
                 id=run.pk,
                 started_at=run.started_at,
-                emulated=bool(run.host.emulated),
+                emulated=bool(run.host is not None and run.host.emulated),
                 imported=_run_is_imported(run),
             )
             for run in Run.objects.filter(experiment=exp)
@@ -400,8 +400,6 @@ def _keys(documents: Any, key: Any) -> dict[str, str]:
 
 
 def _run_is_imported(run: Any) -> bool:
-    """Runs filled from another tool's file (issue 13's import mode) rather than measured."""
-    if getattr(run, "imported", False):
-        return True
-    source = getattr(run, "source_format", "") or ""
-    return bool(source) and source != "specportal"
+    """A run filled from an uploaded file (import mode) rather than measured by a portal agent:
+    any source format counts, SpecPortal's own result file included (nobody saw it measured)."""
+    return bool(getattr(run, "source_format", "")) or bool(getattr(run, "imported", False))
