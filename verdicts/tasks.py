@@ -23,4 +23,10 @@ def verdict_recompute_task(experiment_id: int) -> int | None:
             experiment_figures_refresh(experiment_id=experiment_id)
         except Exception:  # figures explain, they do not decide: the verdict stands
             log.exception("figures of experiment %s not refreshed", experiment_id)
+    if verdict is not None and verdict.pk != previous and verdict.supersedes_id is not None:
+        # A verdict that supersedes another re-opens the evidence check of every change request
+        # citing the experiment (approvals depends on verdicts, so the call is lazy).
+        from approvals.services import change_requests_recheck_for_experiment
+
+        change_requests_recheck_for_experiment(experiment_id=experiment_id)
     return None if verdict is None else verdict.pk
