@@ -50,6 +50,9 @@ def use_broker(url: str) -> None:
     from specportal.celery_app import app
 
     app.conf.broker_url = url
+    # The embedded broker's transport class (settings, when no CELERY_BROKER_URL is set) would
+    # otherwise win over the URL's scheme.
+    app.conf.broker_transport = None
     app.conf.broker_transport_options = {"visibility_timeout": 6 * 3600}
     # Forget the pools made for the previous broker (kombu keeps one registry per URL, so closing
     # them would break a later switch back); new ones are created lazily on the next publish.
