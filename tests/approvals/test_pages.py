@@ -4,8 +4,10 @@ a manager finds it in the inbox and approves it, marks it applied, and the deplo
 the new configuration and its history. Screenshots go to ``$SPECPORTAL_TEST_OUTPUT``
 (default ``var/test-output/pages``): ``approvals-*.png``.
 
-The deployment is a demo deployment (the host is emulated); the experiment's verdict is a stored
-verdict document (``tests.approvals.helpers``) until the verdicts app stores them.
+The deployment is a demo deployment (the host is emulated). The verdict is the real one the
+portal worker computed and stored (``verdicts``): one repetition cannot decide, so the evidence
+rules fail and the manager approves *against the evidence*, with a written justification, which
+every page then says.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from playwright.sync_api import Browser, Page
 from accounts import roles
 from approvals import services
 from approvals.models import ChangeRequest, Deployment
-from tests.approvals.helpers import person, verdict_document, verdicts
+from tests.approvals.helpers import person
 from tests.experiments.test_pages import (
     LOADS,
     OUTPUT,
@@ -31,8 +33,10 @@ from tests.experiments.test_pages import (
     site,
 )
 from tests.fixtures import OBJECTIVES, Setup
+from tests.harness import process_logs, wait_for
+from verdicts.selectors import verdict_document
 
-__all__ = ["browser", "site", "verdicts"]
+__all__ = ["browser", "site"]
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
 
@@ -53,7 +57,7 @@ def _shot(page: Page, name: str) -> None:
 
 
 def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
-    setup: Setup, site: dict[str, Any], browser: Browser, verdicts: dict[int, Any]
+    setup: Setup, site: dict[str, Any], browser: Browser
 ) -> None:
     experiment, url = site["experiment"], site["url"]
     manager: User = person("mia", roles.MANAGER)
@@ -70,9 +74,18 @@ def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
         is_demo=True,
         description="demo: evidence from emulated hosts",
     )
-    verdicts[experiment.pk] = verdict_document(
-        experiment, {("chat", "c1"): "KEEP", ("chat", "c4"): "KEEP"}, emulated=True
+    wait_for(
+        lambda: verdict_document(experiment_id=experiment.pk) is not None,
+        120,
+        "the experiment's stored verdict",
+        process_logs(site["processes"]),
     )
+    verdict = verdict_document(experiment_id=experiment.pk)
+    assert verdict is not None
+    states = {
+        (cell["workload"], cell["load"]): cell["candidates"][0]["state"]
+        for cell in verdict["cells"]
+    }
     # the experimenter, on the experiment's page, proposes the change
     page, watch = _login(browser, url, setup.experimenter.username)
     page.goto(f"{url}/experiments/{experiment.pk}/")
@@ -89,11 +102,21 @@ def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
     rules = page.locator("#rules li").evaluate_all(
         "items => items.map(i => [i.dataset.rule, i.className])"
     )
-    assert rules
-    assert all(state == "pass" for _, state in rules), rules
-    assert {rule for rule, _ in rules} >= {"lock_before_first_run", "not_emulated", "keep"}
+    passed = {rule for rule, state in rules if state == "pass"}
+    failed = [rule for rule, state in rules if state == "fail"]
+    # the measurement itself is sound evidence ...
+    assert passed >= {"finished", "baseline_is_a", "candidate_is_b", "objectives",
+                      "lock_before_first_run", "not_emulated", "verdict"}, rules  # fmt: skip
+    # ... but one repetition cannot decide: B's verdict is not KEEP in its cells
+    assert states
+    assert all(state != "KEEP" for state in states.values()), states
+    assert failed == ["keep", "keep"], rules
     assert "demo deployment" in page.inner_text("#rules")
-    assert page.locator("#evidence-cells tr[data-cell]").count() == 2
+    shown = page.locator("#evidence-cells tr[data-cell]").evaluate_all(
+        "rows => rows.map(r => [r.dataset.cell, r.querySelector('[data-state]').dataset.state])"
+    )
+    assert sorted(shown) == sorted([f"{w}/{lo}", s or "pending"] for (w, lo), s in states.items())
+    assert "the evidence does not support this change" in page.inner_text("#check-summary")
     assert "/proposal/method" in page.inner_text("#diff")
     # the author has no decision controls, only withdraw
     assert page.locator("#approve-button").count() == 0
@@ -106,20 +129,28 @@ def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
     page.click("#nav-inbox")
     page.wait_for_selector("#inbox")
     row = page.locator(f'#inbox tr[data-request="{cr.pk}"]')
-    assert "all pass" in row.inner_text()
+    assert "fail: needs a justification" in row.inner_text()
     _shot(page, "inbox")
     row.locator("a", has_text="decide").click()
     page.wait_for_selector("#approve-button")
     _shot(page, "change-request-open")
+    # approving without a justification is refused, and says why
+    page.click("#approve-button")
+    page.wait_for_selector("#action-error")
+    assert page.get_attribute("#action-error", "data-code") == "evidence_insufficient"
+    assert ChangeRequest.objects.get().state == ChangeRequest.State.OPEN
+    page.fill("textarea[name=justification]", "demo: one repetition shows the walk, not a decision")
     page.click("#approve-button")
     page.wait_for_selector("#apply-button")
     assert page.inner_text("#change-request-state").startswith("approved")
+    assert "approved against the evidence" in page.inner_text("#change-request-state")
     assert "approved by mia" in page.inner_text("#change-request-state")
+    assert "one repetition shows the walk" in page.inner_text("#against-evidence")
     page.click("#apply-button")
     page.wait_for_selector("#no-controls")
     assert page.inner_text("#change-request-state").startswith("applied")
     _shot(page, "change-request-applied")
-    watch.check("change request page (manager)")
+    watch.check("change request page (manager)", expected="409 (Conflict)")  # the refusal above
 
     # the deployment page: the new configuration, its launch command, and the history
     page.click("text=chat-demo")
@@ -136,6 +167,7 @@ def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
     assert "serving now" in history[0][2]
     assert f"change request #{cr.pk}" in history[0][2]
     assert "approved by mia, applied by mia" in history[0][2]
+    assert "approved against the evidence" in history[0][2]
     assert "registered with this configuration" in history[1][2]
     assert (
         page.locator(".audit-events tr[data-action='deployment.configuration_change']").count() == 1
