@@ -100,10 +100,12 @@ def test_the_embedded_broker_keeps_every_folder_under_the_data_dir(tmp_path: Pat
         assert Path(value).is_relative_to(tmp_path / "broker"), value
 
 
+# The run-state entries of the beat schedule, by name (other apps add entries of their own).
 _RUN_STATE = (
-    "import specportal.settings as s; "
+    "import specportal.settings as s; b = s.CELERY_BEAT_SCHEDULE; "
     "print(s.SPECPORTAL_LEASE_SECONDS, s.SPECPORTAL_STALE_QUEUED_SECONDS, "
-    "*(e['schedule'] for e in s.CELERY_BEAT_SCHEDULE.values()))"
+    "*(b[k]['schedule'] for k in ('runs-republish-stale', 'runs-reap-expired-leases', "
+    "'uploads-ingest-pending', 'hosts-check-health')))"
 )
 
 
@@ -134,3 +136,23 @@ def test_leases_and_beat_intervals_come_from_the_environment() -> None:
         SPECPORTAL_BEAT_INGEST_PENDING_SECONDS="2",
         SPECPORTAL_BEAT_HOST_HEALTH_SECONDS="4",
     ) == ["8", "3", "1.0", "0.5", "2.0", "4.0"]
+
+
+def test_approvals_beat_intervals_default_to_five_minutes_and_come_from_the_environment() -> None:
+    probe = (
+        "import specportal.settings as s; b = s.CELERY_BEAT_SCHEDULE; "
+        "print(*(b[k]['task'] + '=' + str(b[k]['schedule']) for k in "
+        "('approvals-expire', 'approvals-recheck')))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**clean, "SPECPORTAL_BEAT_APPROVALS_RECHECK_SECONDS": "7"},
+        check=True,
+    )
+    assert done.stdout.split() == [
+        "approvals.change_requests_expire_task=300.0",
+        "approvals.change_requests_recheck_task=7.0",
+    ]
