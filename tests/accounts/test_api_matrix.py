@@ -52,6 +52,9 @@ APPROVAL_ROLES: dict[tuple[str, str], tuple[str, ...]] = {
 }
 # Route prefixes whose writes need the operator role (and whose token route is operator-only).
 OPERATOR_ROUTES = ("api/v1/hosts/",)
+# Route prefixes every role may write to: each user's own subscriptions (webhooks, e-mail
+# opt-ins). A viewer wants to hear about verdicts too; a user with no role is still refused.
+ANY_ROLE_ROUTES = ("api/v1/webhooks/", "api/v1/notifications/")
 OPERATOR_ONLY_READS = {"api/v1/hosts/<slug:name>/token/"}
 
 
@@ -92,7 +95,7 @@ def is_agent_route(route: str) -> bool:
 def role_needed(method: str, route: str) -> str:
     if route in OPERATOR_ONLY_READS:
         return roles.OPERATOR
-    if method == "get" or (method, route) in VIEWER_MAY_POST:
+    if method == "get" or (method, route) in VIEWER_MAY_POST or route.startswith(ANY_ROLE_ROUTES):
         return roles.VIEWER
     if route.startswith(OPERATOR_ROUTES):
         return roles.OPERATOR

@@ -18,7 +18,7 @@ from accounts import roles
 from accounts.services import user_create_or_update
 from notifications import services, signing
 from notifications.models import Delivery, Webhook
-from tests.fixtures import api_as
+from tests.fixtures import api_as, assert_role_matrix
 from tests.harness import Process, start_portal_worker, wait_for
 
 
@@ -104,6 +104,23 @@ def test_secret_is_shown_once_and_events_are_checked(alice: User, settings: Any)
     assert "secret" not in api.get(f"/api/v1/webhooks/{made.json()['id']}/").json()
     other = user_create_or_update(username="bob", password=None, role_names=[roles.VIEWER])
     assert api_as(other).get(f"/api/v1/webhooks/{made.json()['id']}/").status_code == 404
+
+
+def test_every_role_manages_its_own_subscriptions_and_no_role_is_refused(alice: User) -> None:
+    # A viewer wants to hear about verdicts too: webhooks and e-mail opt-ins are each user's own,
+    # open to every role (tests/accounts/test_api_matrix.py's ANY_ROLE_ROUTES), never to a user
+    # without one, and nobody reaches another user's webhook.
+    hook = {"url": "https://93.184.216.34/h", "events": ["verdict.changed"]}
+    assert_role_matrix("post", "/api/v1/webhooks/", hook, roles.VIEWER)
+    assert_role_matrix("put", "/api/v1/notifications/email/", {"events": ["run.failed"]},
+                       roles.VIEWER)  # fmt: skip
+    viewer = user_create_or_update(username="vera", password=None, role_names=[roles.VIEWER])
+    made = api_as(viewer).post("/api/v1/webhooks/", hook, format="json").json()
+    nobody = user_create_or_update(username="nobody", password=None, role_names=[])
+    assert api_as(nobody).delete(f"/api/v1/webhooks/{made['id']}/").status_code == 403
+    assert api_as(alice).delete(f"/api/v1/webhooks/{made['id']}/").status_code == 404
+    assert api_as(viewer).delete(f"/api/v1/webhooks/{made['id']}/").status_code == 204
+    assert not Webhook.objects.filter(pk=made["id"]).exists()
 
 
 def test_delivery_is_signed_over_the_exact_body(
