@@ -418,7 +418,9 @@ def json_schema() -> dict[str, Any]:
             )
             if nullable:
                 if "$ref" in inner:
-                    return {"oneOf": [inner, {"type": "null"}]}
+                    # OpenAPI 3.0 has no "null" type: a nullable reference is wrapped (as
+                    # drf-spectacular writes its own).
+                    return {"allOf": [inner], "nullable": True}
                 inner = {**inner, "nullable": True}
             return inner
         if origin is list:

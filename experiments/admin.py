@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from experiments.models import Arm, Experiment
+from experiments.models import Arm, Experiment, ExperimentFigures
 from runs.admin import ReadOnlyAdmin
 
 # Set by the services (planning, lint, start, dispatch), never typed in.
@@ -89,3 +89,18 @@ class ArmAdmin(ReadOnlyAdmin):
     list_display = ("id", "experiment", "position", "label", "configuration")
     list_select_related = ("experiment", "configuration")
     search_fields = ("label", "experiment__name")
+
+
+@admin.register(ExperimentFigures)
+class ExperimentFiguresAdmin(ReadOnlyAdmin):
+    """A cache the figure precompute rewrites (``figures_refresh``): shown for diagnosis, with the
+    gzip'd figure bytes left out (their size is enough to see a section that grew)."""
+
+    list_display = ("id", "experiment", "section", "version", "figures_size", "computed_at")
+    list_select_related = ("experiment",)
+    search_fields = ("section", "experiment__name")
+    exclude = ("figures_gzip",)
+
+    @admin.display(description="figures (gzip bytes)")
+    def figures_size(self, obj: ExperimentFigures) -> int:
+        return len(obj.figures_gzip or b"")

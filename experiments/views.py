@@ -300,6 +300,17 @@ def _cell_context(
             {(r.repetition, r.arm.label): r.prefix_cache_hit_fraction for r in runs if r.summary},
             [a.label for a in arms],
         ),
+        # Each arm's hit fractions by repetition, shown with the flag so the reader sees which
+        # arm was served from cache.
+        "prefix_cache_by_arm": [
+            {
+                "arm": a.label,
+                "fractions": [
+                    r.prefix_cache_hit_fraction for r in runs if r.summary and r.arm_id == a.pk
+                ],
+            }
+            for a in arms
+        ],
         "run_rows": [
             {"run": r, "values": [(r.summary or {}).get(k) for k in PER_RUN_KEYS]}
             for r in runs

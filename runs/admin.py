@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.db.models.functions import Length
 from django.http import HttpRequest
 
-from runs.models import RequestRecord, ResultUpload, Run
+from runs.models import RequestRecord, ResultUpload, Run, RunFigures
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -71,3 +71,11 @@ class ResultUploadAdmin(ReadOnlyAdmin):
     @admin.display(description="bytes", ordering="body_bytes")
     def size(self, obj: ResultUpload) -> int:
         return int(getattr(obj, "body_bytes", 0) or 0)
+
+
+@admin.register(RunFigures)
+class RunFiguresAdmin(ReadOnlyAdmin):
+    """What a finished run keeps for figures (recomputed from its records, never typed in)."""
+
+    list_display = ("run", "result_attempt", "computed_at")
+    list_select_related = ("run",)

@@ -8,8 +8,8 @@ from django.db.models import Model
 from django.test import Client
 from django.utils import timezone
 
-from experiments.models import Arm, Experiment
-from runs.models import RequestRecord, ResultUpload, Run
+from experiments.models import Arm, Experiment, ExperimentFigures
+from runs.models import RequestRecord, ResultUpload, Run, RunFigures
 from tests.fixtures import LOADS, OBJECTIVES, WORKLOADS, Setup
 
 pytestmark = pytest.mark.django_db
@@ -64,8 +64,14 @@ def records(setup: Setup) -> dict[type[Model], Model]:
         run=run, index=0, chunk_times=[0.1, 0.2], chunk_tokens=[1, 1], success=True
     )
     upload = ResultUpload.objects.create(run=run, attempt=1, body=b"\x1f\x8b" * 10, sha256="b" * 64)
+    figures = ExperimentFigures.objects.create(
+        experiment=experiment, section="cell:chat/c1", version="v1", figures_gzip=b"\x1f\x8b"
+    )
+    run_figures = RunFigures.objects.create(run=run, result_attempt=1, data={"ecdf": {}})
     return {
+        RunFigures: run_figures,
         Experiment: experiment,
+        ExperimentFigures: figures,
         Arm: arm,
         Run: run,
         RequestRecord: record,

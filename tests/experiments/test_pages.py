@@ -39,6 +39,7 @@ from tests.harness import (
     use_broker,
     wait_for,
 )
+from verdicts.models import Verdict
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -111,6 +112,13 @@ def site(setup: Setup, live_server: Any, tmp_path: Path) -> Iterator[dict[str, A
             ),
             60,
             "the figures of every section and run",
+            process_logs(processes),
+        )
+        # ...and recomputes the verdict when a run lands: the walk reads the one on all four runs
+        wait_for(
+            lambda: any(len(v.inputs) == 4 for v in Verdict.objects.filter(experiment=experiment)),
+            60,
+            "the verdict on every run",
             process_logs(processes),
         )
         for user in (setup.viewer, setup.experimenter):
@@ -193,6 +201,13 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     url: str = site["url"]
     runs = list(experiment.runs.select_related("arm", "host").order_by("sequence"))
     assert len(runs) == 4
+    verdict = Verdict.objects.filter(experiment=experiment).latest("id").document
+    # one repetition per arm cannot reach any test's level: the worker's verdict says so
+    [candidate] = verdict["candidates"]
+    assert candidate["state"] == "INCONCLUSIVE"
+    cell_states = {
+        cell["load"]: entry["state"] for cell in verdict["cells"] for entry in cell["candidates"]
+    }
 
     # --- a viewer: home, list, experiment page (verdict first), cells, runs, compare -----------
     page, watch = _login(browser, url, "victor")
@@ -213,22 +228,30 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     page.select_option("select[name=verdict]", "pending")
     page.click("#apply-filters")
     page.wait_for_load_state()
-    assert parse_qs(urlparse(page.url).query)["verdict"] == ["pending"]
+    assert page.locator("#experiments tr[data-experiment]").count() == 0  # it has a verdict
+    page.select_option("select[name=verdict]", "INCONCLUSIVE")
+    page.click("#apply-filters")
+    page.wait_for_load_state()
+    assert parse_qs(urlparse(page.url).query)["verdict"] == ["INCONCLUSIVE"]
     row = page.locator("#experiments tr[data-experiment]")
     assert row.count() == 1
-    assert "verdict pending" in row.inner_text()
+    assert "INCONCLUSIVE" in row.inner_text()
     _shot(page, "experiments-list")
     watch.check("experiments list")
 
     page.goto(f"{url}/experiments/{experiment.pk}/")
     page.wait_for_selector("#verdicts")
-    # the verdict block comes before any figure, and says "pending" (no verdict is stored)
+    # the verdict block comes before any figure, and shows the stored verdict with what it needs
     order = page.evaluate(
         "() => [document.querySelector('#verdicts').getBoundingClientRect().top,"
         " document.querySelector('#arms').getBoundingClientRect().top]"
     )
     assert order[0] < order[1]
-    assert page.locator("#verdict-pending").count() == 1
+    assert page.locator("#verdict-pending").count() == 0
+    badge = page.locator("#verdicts [data-candidate=ngram] h3 [data-state]")
+    assert badge.inner_text() == "INCONCLUSIVE"
+    assert page.locator("#cell-verdicts tr[data-cell]").count() == 2
+    assert "new experiment" in page.inner_text("#more-runs-caveat")
     assert "emulated: demonstrates SpecPortal, not evidence" in page.inner_text("#verdicts")
     assert experiment.objectives_hash in page.inner_text("#objectives-lock")
     assert page.inner_text("#progress") == "4 / 4"
@@ -253,7 +276,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
         }
         assert trace["x"] == [1, 4]
         assert trace["y"] == pytest.approx([stored["c1"], stored["c4"]], rel=1e-6)
-    assert curve[1]["text"] == ["verdict pending", "verdict pending"]
+    assert curve[1]["text"] == [cell_states["c1"], cell_states["c4"]]
     pareto = _traces(page, "#section-chat [data-figure=pareto] .plot")
     assert [t["name"] for t in pareto] == ["baseline", "ngram"]
     # a cell below the fold loads when scrolled to: ECDF maxima are the stored maxima

@@ -139,10 +139,11 @@ def test_one_arm_with_prefix_caching_and_one_without_flags_the_cell(
     # the page: the flag beside the arms' figures, with each arm's rates
     client = Client()
     client.force_login(setup.viewer)
-    html = client.get(f"/experiments/{experiment.pk}/").content.decode()
-    assert html.count("prefix cache differs between arms") == 2  # on both arms' rows
-    assert '<td data-key="prefix_cache_hit_fraction">0.480 · 0.480</td>' in html
-    assert '<td data-key="prefix_cache_hit_fraction">0.000 · 0.000</td>' in html
+    html = _cell_section(client, experiment)
+    assert html.count("prefix cache differs between arms") == 1
+    rates = '<span data-arm="{0}" data-key="prefix_cache_hit_fraction">{0} {1}</span>'
+    assert rates.format("baseline", "0.480 · 0.480") in html
+    assert rates.format("ngram", "0.000 · 0.000") in html
     assert "repetition 1: prefix-cache hit rates differ by 48.0 points" in html
 
 
@@ -175,8 +176,18 @@ def test_equal_arms_under_a_cache_reset_are_not_flagged(
     assert rates == [pytest.approx(0.48)] * 4
     client = Client()
     client.force_login(setup.viewer)
-    html = client.get(f"/experiments/{experiment.pk}/").content.decode()
+    html = _cell_section(client, experiment)
+    assert "Cell chat/c1" in html  # the section itself, without the flag
     assert "prefix cache differs between arms" not in html
+
+
+def _cell_section(client: Client, experiment: Experiment) -> str:
+    """The cell's section of the experiment page, as the page loads it when it scrolls into view."""
+    [workload] = [w["name"] for w in experiment.workloads]
+    [load] = [load["name"] for load in experiment.loads]
+    response = client.get(f"/experiments/{experiment.pk}/figures/cell:{workload}/{load}/")
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 def _as_version_1(result: dict[str, Any]) -> dict[str, Any]:

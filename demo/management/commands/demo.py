@@ -108,6 +108,9 @@ class Command(BaseCommand):
                 f"— {address}/experiments/{experiment.pk}/"
             )
             if status == "done":
+                # The change request cites the verdict: propose against the one that stands on
+                # every run, or the worker's last recomputation supersedes it right after.
+                _wait_final_verdict(experiment.pk, timeout=120)
                 change = _propose_demo_change(experiment.pk)
                 self.stdout.write(
                     f"A demo change request backed by it, awaiting a manager: "
@@ -358,6 +361,22 @@ def _propose_demo_change(experiment_id: int) -> Any:
         evidence=[experiment],
         open_now=True,
     )
+
+
+def _wait_final_verdict(experiment_id: int, *, timeout: float) -> None:
+    from experiments.models import Experiment
+    from verdicts import selectors as verdicts
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        experiment = Experiment.objects.get(pk=experiment_id)
+        latest = verdicts.verdict_latest(experiment=experiment)
+        if latest is not None:
+            _, used = verdicts.experiment_input(experiment=experiment)
+            if latest.inputs == used:
+                return
+        time.sleep(1)
+    raise CommandError("the example experiment's verdict was not recomputed in time")
 
 
 def _wait_experiment(
