@@ -266,6 +266,8 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     assert shown == [[r.sequence, "done", r.arm.label] for r in runs]
     assert page.locator("#run-again").count() == 0  # a viewer gets no write controls
     # load curves: one trace per arm, the median output throughput of each arm's runs
+    # figures load when their section scrolls into view (the verdict block above is tall)
+    page.locator("#section-chat").scroll_into_view_if_needed()
     curve = _traces(page, "#section-chat [data-figure=load_output_throughput] .plot")
     assert [t["name"] for t in curve] == ["baseline", "ngram"]
     for trace in curve:
@@ -283,6 +285,8 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     page.locator("#cell-chatc4").scroll_into_view_if_needed()
     for cell, anchor in (("c1", "#cell-chatc1"), ("c4", "#cell-chatc4")):
         page.locator(anchor).scroll_into_view_if_needed()
+        # the cell's section arrives when revealed; its figures load when they scroll into view
+        page.locator(f"{anchor} .figure-grid").scroll_into_view_if_needed()
         traces = _traces(page, f"{anchor} [data-figure=ecdf_ttft] .plot")
         assert [t["name"] for t in traces] == ["baseline", "ngram"]
         for trace in traces:
