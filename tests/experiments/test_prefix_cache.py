@@ -141,9 +141,9 @@ def test_one_arm_with_prefix_caching_and_one_without_flags_the_cell(
     client.force_login(setup.viewer)
     html = _cell_section(client, experiment)
     assert html.count("prefix cache differs between arms") == 1
-    rates = '<span data-arm="{0}" data-key="prefix_cache_hit_fraction">{0} {1}</span>'
-    assert rates.format("baseline", "0.480 · 0.480") in html
-    assert rates.format("ngram", "0.000 · 0.000") in html
+    shown = '<span data-arm="{0}" data-key="prefix_cache_hit_fraction">{0} {1}</span>'
+    assert shown.format("baseline", "0.480 · 0.480") in html
+    assert shown.format("ngram", "0.000 · 0.000") in html
     assert "repetition 1: prefix-cache hit rates differ by 48.0 points" in html
 
 
