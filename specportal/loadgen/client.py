@@ -10,15 +10,14 @@ response is over (``sse.split_events``, ``endpoints.parse_stream``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from aiohttp.client_proto import ResponseHandler
 
+from specportal.loadgen.connections import CURRENT_ATTEMPT, Attempt, Sessions, SocketStampingHandler
 from specportal.loadgen.endpoints import EndpointKind, parse_stream
 from specportal.loadgen.records import RequestRecord
 from specportal.loadgen.sse import split_events
@@ -55,48 +54,39 @@ class RawStream:
         return out, "socket"
 
 
-class SocketStampingHandler(ResponseHandler):
-    """aiohttp's connection protocol, stamping ``perf_counter()`` as bytes leave the socket.
-
-    ``data_received`` runs from the selector callback, before any waiting coroutine resumes: in a
-    burst where many streams become readable at once, the last coroutine to resume would
-    otherwise stamp its read after all the others ran. The stamps are kept per response body
-    (a new list for each body on a kept-alive connection).
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stamped_payload: object | None = None
-        self.stamps: list[tuple[float, int]] = []
-
-    def data_received(self, data: bytes) -> None:
-        t = time.perf_counter()
-        super().data_received(data)
-        payload = getattr(self, "_payload", None)
-        if payload is None:
-            return
-        if payload is not self.stamped_payload:
-            self.stamped_payload = payload
-            self.stamps = []
-        self.stamps.append((t, payload.total_bytes))
-
-
-def install_socket_stamps(connector: aiohttp.TCPConnector) -> bool:
-    """Make ``connector`` build ``SocketStampingHandler`` protocols (False: left as it was).
-
-    aiohttp keeps the protocol factory in ``TCPConnector._factory``; if a release changes that,
-    the client falls back to stamping each read when its coroutine resumes.
-    """
-    factory = getattr(connector, "_factory", None)
-    if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
-        return False
-    stamping: Any = functools.partial(SocketStampingHandler, *factory.args, **factory.keywords)
-    connector._factory = stamping
-    return True
+async def _post(
+    sessions: Sessions,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    record: RequestRecord,
+    t0: float,
+) -> aiohttp.ClientResponse:
+    """The response's headers, resending once on a fresh connection when the pooled one was dead
+    (``connections``: a reused connection that failed before one byte of the response)."""
+    perf = time.perf_counter
+    session = sessions.pooled
+    while True:
+        attempt = Attempt()
+        CURRENT_ATTEMPT.set(attempt)
+        record.sent = perf() - t0
+        try:
+            return await session.post(url, data=body, headers=headers)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            if (
+                session is sessions.fresh
+                or isinstance(exc, aiohttp.ClientConnectorError)
+                or not attempt.never_answered_on_reused()
+            ):
+                raise
+            sessions.reconnects += 1
+            session = sessions.fresh
+        finally:
+            CURRENT_ATTEMPT.set(None)
 
 
 async def stream_request(
-    session: aiohttp.ClientSession,
+    sessions: Sessions,
     url: str,
     body: bytes,
     headers: dict[str, str],
@@ -112,9 +102,8 @@ async def stream_request(
     times = raw.times
     reads = raw.reads
     perf = time.perf_counter
-    record.sent = perf() - t0
     try:
-        async with session.post(url, data=body, headers=headers) as resp:
+        async with await _post(sessions, url, body, headers, record, t0) as resp:
             record.http_status = resp.status
             if resp.status != 200:
                 error_body = await resp.content.read(_ERROR_BODY_LIMIT)

@@ -24,17 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import aiohttp
-
 from specportal.loadgen.arrivals import schedule, schedule_for_duration
-from specportal.loadgen.client import (
-    RawStream,
-    finish_record,
-    install_socket_stamps,
-    request_headers,
-    stream_request,
-)
-from specportal.loadgen.config import BenchConfig
+from specportal.loadgen.client import RawStream, finish_record, request_headers, stream_request
+from specportal.loadgen.connections import Sessions
 from specportal.loadgen.context import Outcome, RunContext
 from specportal.loadgen.endpoints import RequestSpec, build_body
 from specportal.loadgen.health import LoopMonitor
@@ -107,7 +99,7 @@ class Dispatcher:
 
     async def _send(
         self,
-        session: aiohttp.ClientSession,
+        sessions: Sessions,
         item: WorkItem,
         record: RequestRecord,
         sem: asyncio.Semaphore | None,
@@ -131,7 +123,7 @@ class Dispatcher:
             raw = RawStream()
             try:
                 await stream_request(
-                    session, self.config.url, self._body(item), headers, record, t0, raw
+                    sessions, self.config.url, self._body(item), headers, record, t0, raw
                 )
             finally:
                 self._keep_raw(record, raw, t0)
@@ -181,7 +173,7 @@ class Dispatcher:
                 )
                 self.stop(f"aborted: {self.aborted}")
 
-    async def warmup(self, session: aiohttp.ClientSession) -> None:
+    async def warmup(self, sessions: Sessions) -> None:
         n = self.config.num_warmups
         if n <= 0:
             return
@@ -195,7 +187,7 @@ class Dispatcher:
             record = self._record(i, item, warmup=True)
             record.scheduled = 0.0
             self.warmups.append(record)
-            tasks.append(asyncio.create_task(self._send(session, item, record, sem, t0)))
+            tasks.append(asyncio.create_task(self._send(sessions, item, record, sem, t0)))
         await asyncio.gather(*tasks)
 
     def _plan(self) -> Iterator[tuple[int, float]]:
@@ -216,7 +208,7 @@ class Dispatcher:
             return None
         return cap // self.shards + (1 if self.shard < cap % self.shards else 0)
 
-    async def dispatch(self, session: aiohttp.ClientSession, t0: float) -> None:
+    async def dispatch(self, sessions: Sessions, t0: float) -> None:
         cfg = self.config
         cap = self._cap()
         sem = asyncio.Semaphore(cap) if cap else None
@@ -251,7 +243,7 @@ class Dispatcher:
                 record.slot_acquired = offset
             self.records.append(record)
             tasks.append(
-                asyncio.create_task(self._send(session, item, record, sem, t0, holds_slot))
+                asyncio.create_task(self._send(sessions, item, record, sem, t0, holds_slot))
             )
         pending = [t for t in tasks if not t.done()]
         if pending:
@@ -323,20 +315,13 @@ async def run_in_process(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, run.stop, "interrupted (Ctrl-C)")
             sigint_installed = True
-    limit = run._cap() or 0
-    connector = aiohttp.TCPConnector(
-        limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
-    )
-    install_socket_stamps(connector)
-    timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     watcher = asyncio.create_task(run.watch_external_stop())
     monitor = LoopMonitor(ctx.alive)
+    reconnects = 0
     try:
-        async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, auto_decompress=False
-        ) as session:
+        async with Sessions(run._cap() or 0, config.request_timeout) as sessions:
             if warmup:
-                await run.warmup(session)
+                await run.warmup(sessions)
             if scraper is not None:
                 await asyncio.to_thread(scraper.scrape, "before")
                 # Started (and ready) before t0, so sampling covers the run from its first
@@ -354,11 +339,12 @@ async def run_in_process(
             # the permanent generation keeps full collections during the run short.
             gc.freeze()
             try:
-                await run.dispatch(session, t0)
+                await run.dispatch(sessions, t0)
             finally:
                 gc.unfreeze()
             await monitor.stop()
             run.finish_all()
+            reconnects = sessions.reconnects
             if scraper is not None:
                 scraper.stop()
                 await asyncio.to_thread(scraper.scrape, "after")
@@ -367,28 +353,14 @@ async def run_in_process(
         if sigint_installed:
             loop.remove_signal_handler(signal.SIGINT)
     return Outcome(run.records, run.warmups, run.stop_reason, run.aborted, t0, run.end,
-                    monitor.lags)  # fmt: skip
-
-
-def closes_after_stream(config: BenchConfig) -> bool:
-    """True for llama-server: it closes the connection after each streamed response while
-    advertising keep-alive, so an immediately reused connection fails ("Can not write request
-    body") on every other request (measured on the pinned build, tests/specportal/realengine).
-    A fresh connection per request costs a loopback connect; both arms of a comparison pay it."""
-    return config.engine == "llamacpp" or config.endpoint_kind.startswith("llamacpp")
+                   monitor.lags, {"reconnects": reconnects})  # fmt: skip
 
 
 async def warmup_only(ctx: RunContext) -> list[RequestRecord]:
     """The warmup requests alone (the sharded runner warms up before forking its clients)."""
     config = ctx.config
     run = Dispatcher(RunContext(config, ctx.items, ctx.model, ctx.headers))
-    limit = config.max_concurrency or 0
-    connector = aiohttp.TCPConnector(
-        limit=limit, limit_per_host=limit, force_close=closes_after_stream(config)
-    )
-    install_socket_stamps(connector)
-    timeout = aiohttp.ClientTimeout(total=config.request_timeout)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        await run.warmup(session)
+    async with Sessions(config.max_concurrency or 0, config.request_timeout) as sessions:
+        await run.warmup(sessions)
     run.finish_all()
     return run.warmups

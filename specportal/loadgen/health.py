@@ -64,7 +64,17 @@ def stats_ms(values: Any) -> dict[str, float | None]:
     }
 
 
-def client_health(records: list[RequestRecord], lags: list[float]) -> dict[str, Any]:
+def merge_health(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client processes' extra figures as one: counts add up."""
+    return {"reconnects": sum(int(p.get("reconnects", 0)) for p in parts)}
+
+
+def client_health(
+    records: list[RequestRecord], lags: list[float], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Send lateness, loop lag and ``fell_behind``; ``extra`` (``Outcome.health``) adds
+    ``reconnects``: requests resent once on a fresh connection because their pooled one was dead
+    (``connections``)."""
     lateness = [
         v for r in records if r.error_kind != "not_sent" if (v := r.send_lateness) is not None
     ]
@@ -80,4 +90,5 @@ def client_health(records: list[RequestRecord], lags: list[float]) -> dict[str, 
         "event_loop_lag": {**lag, "samples": len(lags), "interval_ms": LAG_INTERVAL * 1000},
         "fell_behind": bool(reasons),
         "fell_behind_reasons": reasons,
+        "reconnects": int((extra or {}).get("reconnects", 0)),
     }

@@ -161,7 +161,7 @@ def run_benchmark(
             # How the sampling child fared (absent when nothing sampled during the run).
             **({"sampler": scraper.sampler} if scraper is not None and scraper.sampler else {}),
         },
-        client_health=client_health(run.records, lags),
+        client_health=client_health(run.records, lags, run.health),
         complete=run.stop_reason is None,
         incomplete_reason=run.stop_reason,
         model_id=model_id,

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from specportal.loadgen.context import Outcome, RunContext
 from specportal.loadgen.dispatch import run_in_process, warmup_only
+from specportal.loadgen.health import merge_health
 from specportal.loadgen.orphan import name_process, orphaned
 from specportal.loadgen.records import RequestRecord
 from specportal.loadgen.scrape import MetricsScraper
@@ -126,6 +127,7 @@ def _shard_worker(
             outcome.aborted,
             outcome.end,
             outcome.lags,
+            outcome.health,
         )
     )
     conn.close()
@@ -283,4 +285,5 @@ def run_sharded(ctx: RunContext, scraper: MetricsScraper | None) -> Outcome:
         t0=t0,
         end=max((c[4] for c in collected), default=t0),
         lags=[lag for c in collected for lag in c[5]],
+        health=merge_health([c[6] for c in collected]),
     )
