@@ -205,7 +205,12 @@ class AgentRunResultApi(_AgentApi):
                 "stored": serializers.BooleanField(),
             },
         ),
-        description="The result envelope as JSON with Content-Encoding: gzip.",
+        description=(
+            "The result envelope as JSON with Content-Encoding: gzip. Checked whole before it is "
+            "acknowledged: a bad one is a 400 (code invalid_result, fields naming the place, e.g. "
+            "result.requests.12.index) and fails the run; 409 if the host no longer holds the "
+            "attempt."
+        ),
     )
     def put(self, request: Request, run_id: int) -> Response:
         try:

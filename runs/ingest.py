@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import psycopg
@@ -70,6 +71,48 @@ def decode_envelope(body: bytes) -> ResultEnvelope:
         return ResultEnvelope.from_json(body)
     except ProtocolError as exc:
         raise IngestError(str(exc), exc.fields) from exc
+
+
+@dataclass(frozen=True)
+class UploadProblem:
+    """Why an upload is refused: a message and field paths (the agents' API's error shape).
+
+    Paths are the protocol's (``result.requests.12.index``); what concerns the file itself
+    (gzip, JSON) is at ``body``."""
+
+    message: str
+    fields: dict[str, list[str]]
+
+
+def upload_problem(body: bytes, *, run_id: int, attempt: int) -> UploadProblem | None:
+    """Everything the worker will need to ingest ``body`` for this run and attempt, checked
+    now: the gzip, the JSON, the envelope and every record (``ResultEnvelope.from_json``), and
+    that the envelope is this run's and this attempt's. None: it will ingest."""
+    if not body:
+        return UploadProblem("The result upload is empty.", {"body": ["required"]})
+    try:
+        envelope = decode_envelope(body)
+    except IngestError as exc:
+        fields = {(path or "body"): messages for path, messages in exc.fields.items()}
+        shown = str(exc).replace("document:", "body:")
+        if not shown.startswith("The result upload"):
+            shown = f"The result upload is not valid: {shown}"
+        return UploadProblem(shown, fields)
+    wrong = {
+        key: [f"this upload is for run {run_id} attempt {attempt}, not {value}"]
+        for key, value, expected in (
+            ("run", envelope.run, run_id),
+            ("attempt", envelope.attempt, attempt),
+        )
+        if value != expected
+    }
+    if wrong:
+        return UploadProblem(
+            "The result upload is not valid: it names another run or attempt "
+            f"(run {envelope.run} attempt {envelope.attempt}).",
+            wrong,
+        )
+    return None
 
 
 def _error_text(record: Mapping[str, Any]) -> str:

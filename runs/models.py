@@ -188,6 +188,9 @@ class ResultUpload(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
     ingested_at = models.DateTimeField(null=True, blank=True)
     ingest_error = models.TextField(blank=True)
+    # Set when the upload was refused on receipt (``runs.ingest.upload_problem``): the 400's
+    # message and fields, answered again to a repeated PUT. A refused upload is never ingested.
+    refusal = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = (

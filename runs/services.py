@@ -21,7 +21,7 @@ from django.utils import timezone
 from hosts.models import GpuHost
 from hosts.services import host_heartbeat_record
 from runs import dispatch, signals
-from runs.ingest import apply_engine_report
+from runs.ingest import UploadProblem, apply_engine_report, upload_problem
 from runs.models import ResultUpload, Run
 from specportal.api.errors import ApplicationError
 from specportal.protocol import Progress
@@ -132,11 +132,11 @@ def run_claim(*, host: GpuHost, run_id: int, attempt: int) -> Run:
     return Run.objects.get(pk=run_id)
 
 
-def _held_run(host: GpuHost, run_id: int, attempt: int) -> Run:
-    """The run this host holds for this attempt (locked), or 409."""
+def _held_run(host: GpuHost, run_id: int, attempt: int, *, lock: bool = True) -> Run:
+    """The run this host holds for this attempt (locked unless ``lock`` is false), or 409."""
+    runs = Run.objects.select_for_update() if lock else Run.objects.all()
     run = (
-        Run.objects.select_for_update()
-        .filter(pk=run_id, host=host, attempt=attempt)
+        runs.filter(pk=run_id, host=host, attempt=attempt)
         .filter(status__in=[Run.Status.CLAIMED, Run.Status.RUNNING])
         .first()
     )
@@ -194,26 +194,81 @@ def run_progress(
     return run
 
 
-@transaction.atomic
 def run_result_receive(*, host: GpuHost, run_id: int, attempt: int, body: bytes) -> ResultUpload:
-    """Keep the agent's result file for this attempt and hand it to a portal worker.
+    """Check the agent's result file for this attempt whole, then keep it for a portal worker.
 
-    Idempotent: a repeated PUT for the same attempt returns the first upload untouched. The lease
-    stops counting (the agent's part is over), so the reaper never re-queues a run whose result
-    is waiting for ingestion.
+    Idempotent: a repeated PUT for the same attempt returns the first upload untouched (or its
+    refusal again). The file is read and checked completely before anything is acknowledged
+    (``ingest.upload_problem``): a file the worker could not ingest is refused here with a 400
+    naming the fields at fault, and its run fails with that reason (what the attempt reported
+    before is kept) so the host moves on; a run is never left waiting on an upload that cannot
+    land. Stored, the lease stops counting (the agent's part is over), so the reaper never
+    re-queues a run whose result is waiting for ingestion.
     """
-    existing = ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host).first()
+    existing = _existing_upload(host, run_id, attempt)
     if existing is not None:
         return existing
-    run = _held_run(host, run_id, attempt)
-    upload = ResultUpload.objects.create(
-        run=run, attempt=attempt, body=body, sha256=hashlib.sha256(body).hexdigest()
+    # 409 for an attempt the host no longer holds, before any work on the body: a stale
+    # attempt's upload, valid or not, must not touch the attempt that replaced it.
+    _held_run(host, run_id, attempt, lock=False)
+    problem = upload_problem(body, run_id=run_id, attempt=attempt)
+    with transaction.atomic():
+        existing = _existing_upload(host, run_id, attempt)
+        if existing is not None:
+            return existing
+        run = _held_run(host, run_id, attempt)
+        sha256 = hashlib.sha256(body).hexdigest()
+        if problem is None:
+            upload = ResultUpload.objects.create(run=run, attempt=attempt, body=body, sha256=sha256)
+            run.lease_expires_at = None
+            run.progress = {**run.progress, "phase": "uploaded"}
+            run.save(update_fields=["lease_expires_at", "progress"])
+            transaction.on_commit(lambda: dispatch.ingest(upload_id=upload.pk))
+            return upload
+        _result_refuse(run, attempt=attempt, body=body, sha256=sha256, problem=problem)
+    raise _refusal(problem.message, problem.fields)
+
+
+def _existing_upload(host: GpuHost, run_id: int, attempt: int) -> ResultUpload | None:
+    """This attempt's upload, if one was received; a refused one is refused again."""
+    existing = (
+        ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host)
+        .defer("body")
+        .first()
     )
+    if existing is not None and existing.refusal is not None:
+        raise _refusal(existing.refusal["message"], existing.refusal["fields"])
+    return existing
+
+
+def _refusal(message: str, fields: dict[str, list[str]]) -> ApplicationError:
+    return ApplicationError(message, code="invalid_result", fields=fields)
+
+
+def _result_refuse(
+    run: Run, *, attempt: int, body: bytes, sha256: str, problem: UploadProblem
+) -> None:
+    """Keep the refused file (never ingested: whoever looks into it has it) and fail the run
+    with the reason; the experiment moves on to the host's next run."""
+    now = timezone.now()
+    ResultUpload.objects.create(
+        run=run,
+        attempt=attempt,
+        body=body,
+        sha256=sha256,
+        ingested_at=now,
+        ingest_error=f"refused: {problem.message}",
+        refusal={"message": problem.message, "fields": problem.fields},
+    )
+    run.status = Run.Status.FAILED
+    run.finished_at = now
     run.lease_expires_at = None
-    run.progress = {**run.progress, "phase": "uploaded"}
-    run.save(update_fields=["lease_expires_at", "progress"])
-    transaction.on_commit(lambda: dispatch.ingest(upload_id=upload.pk))
-    return upload
+    run.error = f"{run.error}\nattempt {attempt}: result upload refused: {problem.message}".strip()
+    run.progress = {**run.progress, "phase": "upload_refused"}
+    run.save(update_fields=["status", "finished_at", "lease_expires_at", "error", "progress"])
+    run_failed_announce(run)
+    experiment_id, run_id = run.experiment_id, run.pk
+    transaction.on_commit(lambda: experiment_advance_later(experiment_id, run_id))
 
 
 @transaction.atomic

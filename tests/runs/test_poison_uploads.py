@@ -1,0 +1,240 @@
+"""Result uploads are checked whole before they are acknowledged (issue 15, findings 1, 5, 9).
+
+Each of the eight poison uploads the probe found (answered ``200 {"stored": true}``, then wedging
+the run in ``running`` forever) is now refused with a 4xx in the one error shape naming the field
+and record at fault; the run is failed with that reason, what it had reported is kept, and the
+host's next run is queued.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from runs.models import ResultUpload, Run
+from tests.fixtures import LOADS, OBJECTIVES, WORKLOADS, Setup, agent_as, api_as
+
+
+@pytest.fixture(autouse=True)
+def published(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    monkeypatch.setattr("runs.dispatch.publish", lambda *, run_id, attempt, host: None)
+    ingested: list[int] = []
+    monkeypatch.setattr("runs.dispatch.ingest", lambda *, upload_id: ingested.append(upload_id))
+    return ingested
+
+
+def record(index: int) -> dict[str, Any]:
+    return {
+        "index": index,
+        "request_id": f"r{index}",
+        "category": "chat",
+        "scheduled": 0.0,
+        "sent": 0.1 * index,
+        "chunk_times": [0.1 * index + 0.01 * (c + 1) for c in range(4)],
+        "chunk_tokens": [0, 2, 2, 2],
+        "output_tokens": 6,
+        "prompt_tokens": 7,
+        "finish_reason": "length",
+        "success": True,
+        "error_kind": None,
+        "error_message": None,
+        "text_sha256": "ab" * 32,
+    }
+
+
+def envelope(run_id: int, attempt: int, n: int = 3) -> dict[str, Any]:
+    return {
+        "schema": "specportal.protocol.envelope",
+        "schema_version": 2,
+        "run": run_id,
+        "attempt": attempt,
+        "outcome": "done",
+        "error": None,
+        "engine": {"report": {"/version": {"version": "0.30.0"}}, "log_excerpt": "ready"},
+        "result": {
+            "schema": "specportal.loadgen.result",
+            "schema_version": 1,
+            "complete": True,
+            "summary": {"median_ttft_ms": 10.0},
+            "acceptance": {"acceptance_rate": 0.5},
+            "server": {},
+            "requests": [record(i) for i in range(n)],
+        },
+    }
+
+
+def gz(document: Any) -> bytes:
+    return gzip.compress(json.dumps(document).encode())
+
+
+def _requests(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    requests: list[dict[str, Any]] = doc["result"]["requests"]
+    return requests
+
+
+def _without_index(doc: dict[str, Any]) -> None:
+    del _requests(doc)[1]["index"]
+
+
+def _index_x(doc: dict[str, Any]) -> None:
+    _requests(doc)[1]["index"] = "x"
+
+
+def _chunk_times_a(doc: dict[str, Any]) -> None:
+    _requests(doc)[2]["chunk_times"] = ["a"]
+
+
+def _duplicate_index(doc: dict[str, Any]) -> None:
+    _requests(doc)[2]["index"] = 0
+
+
+def _requests_object(doc: dict[str, Any]) -> None:
+    doc["result"]["requests"] = {"0": record(0)}
+
+
+def _nul_in_summary(doc: dict[str, Any]) -> None:
+    doc["result"]["summary"]["note"] = "a\x00b"
+
+
+def _nul_in_log_excerpt(doc: dict[str, Any]) -> None:
+    doc["engine"]["log_excerpt"] = "ready\x00"
+
+
+# (how the document is spoiled, the field path the answer must name)
+POISONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "record without index": (_without_index, "result.requests.1.index"),
+    'index "x"': (_index_x, "result.requests.1.index"),
+    'chunk_times ["a"]': (_chunk_times_a, "result.requests.2.chunk_times.0"),
+    "duplicate index": (_duplicate_index, "result.requests.2.index"),
+    "requests an object": (_requests_object, "result.requests"),
+    "NUL in summary": (_nul_in_summary, "result.summary.note"),
+    "NUL in log excerpt": (_nul_in_log_excerpt, "engine.log_excerpt"),
+}
+
+
+def _started(s: Setup, capture: Any) -> Run:
+    api = api_as(s.experimenter)
+    body = {
+        "name": "poison",
+        "baseline": s.baseline.pk,
+        "candidates": [s.ngram.pk],
+        "labels": ["baseline", "ngram"],
+        "workloads": WORKLOADS[:1],
+        "loads": LOADS[:1],
+        "objectives": OBJECTIVES,
+        "hosts": ["gpu-a"],
+        "repetitions": 1,
+    }
+    created = api.post("/api/v1/experiments/", body, format="json")
+    assert created.status_code == 201, created.json()
+    with capture(execute=True):
+        started = api.post(f"/api/v1/experiments/{created.json()['id']}/start/", {}, format="json")
+    assert started.status_code == 200, started.json()
+    run = Run.objects.get(experiment_id=created.json()["id"], status="queued")
+    agent = agent_as(s.tokens["gpu-a"])
+    claim = agent.post(f"/api/v1/agent/runs/{run.pk}/claim", {"attempt": 1}, format="json")
+    assert claim.status_code == 200, claim.json()
+    progress = agent.post(
+        f"/api/v1/agent/runs/{run.pk}/progress",
+        {"attempt": 1, "phase": "running", "engine": {"command": ["vllm", "serve"]}},
+        format="json",
+    )
+    assert progress.status_code == 200, progress.json()
+    return run
+
+
+def put(s: Setup, run: Run, body: bytes, attempt: int = 1) -> Any:
+    return agent_as(s.tokens["gpu-a"]).generic(
+        "PUT",
+        f"/api/v1/agent/runs/{run.pk}/result?attempt={attempt}",
+        body,  # type: ignore[arg-type]
+        content_type="application/json",
+        HTTP_CONTENT_ENCODING="gzip",
+    )
+
+
+def assert_refused(answer: Any, path: str) -> dict[str, Any]:
+    assert answer.status_code == 400, answer.content[:500]
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_result"
+    assert path in error["fields"], error
+    return dict(error)
+
+
+def assert_failed_and_next_queued(run: Run, published: list[int], reason: str) -> None:
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert run.lease_expires_at is None
+    assert run.finished_at is not None
+    assert run.result_attempt is None
+    assert "result upload refused" in run.error
+    assert reason in run.error, run.error
+    # what the attempt reported before its upload is kept
+    assert run.command == ["vllm", "serve"]
+    # the host's next run is queued (the experiment moved on), nothing was handed to ingestion
+    assert Run.objects.filter(experiment_id=run.experiment_id, status="queued").count() == 1
+    assert published == []
+
+
+@pytest.mark.parametrize("kind", list(POISONS))
+def test_a_poison_upload_is_refused_and_fails_its_run(
+    kind: str, setup: Setup, django_capture_on_commit_callbacks: Any, published: list[int]
+) -> None:
+    run = _started(setup, django_capture_on_commit_callbacks)
+    spoil, path = POISONS[kind]
+    document = envelope(run.pk, 1)
+    spoil(document)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = put(setup, run, gz(document))
+    assert_refused(answer, path)
+    assert_failed_and_next_queued(run, published, path)
+    # the refused upload is kept for whoever looks into it, never ingested
+    upload = ResultUpload.objects.get(run=run)
+    assert upload.ingested_at is not None
+    assert path in upload.ingest_error
+    # the agent retrying the same PUT hears the same refusal
+    again = put(setup, run, gz(document))
+    assert again.status_code == 400
+    assert path in again.json()["error"]["fields"]
+
+
+def test_a_truncated_gzip_upload_is_refused(
+    setup: Setup, django_capture_on_commit_callbacks: Any, published: list[int]
+) -> None:
+    run = _started(setup, django_capture_on_commit_callbacks)
+    body = gz(envelope(run.pk, 1))
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = put(setup, run, body[: len(body) // 2])
+    error = assert_refused(answer, "body")
+    assert "gzip" in error["fields"]["body"][0]
+    assert_failed_and_next_queued(run, published, "gzip")
+
+
+def test_an_upload_for_another_run_or_attempt_is_refused(
+    setup: Setup, django_capture_on_commit_callbacks: Any, published: list[int]
+) -> None:
+    run = _started(setup, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = put(setup, run, gz(envelope(run.pk + 1000, 1)))
+    assert_refused(answer, "run")
+    assert_failed_and_next_queued(run, published, "run")
+
+
+def test_a_good_upload_is_stored_and_handed_to_ingestion(
+    setup: Setup, django_capture_on_commit_callbacks: Any, published: list[int]
+) -> None:
+    run = _started(setup, django_capture_on_commit_callbacks)
+    body = gz(envelope(run.pk, 1))
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = put(setup, run, body)
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["stored"] is True
+    upload = ResultUpload.objects.get(run=run)
+    assert published == [upload.pk]
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    assert run.progress["phase"] == "uploaded"
