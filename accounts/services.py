@@ -9,6 +9,7 @@ from rest_framework.authtoken.models import Token
 
 import audit
 from accounts import roles
+from specportal.protocol.invisible import invisible_formatting
 
 
 @transaction.atomic
@@ -16,6 +17,8 @@ def user_create_or_update(
     *, username: str, password: str | None, role_names: Iterable[str], superuser: bool = False
 ) -> User:
     """Create (or update) a user with exactly the given roles."""
+    if why := invisible_formatting(username):
+        raise ValueError(f"the username {why}")
     wanted = list(role_names)
     unknown = sorted(set(wanted) - set(roles.ALL_ROLES))
     if unknown:

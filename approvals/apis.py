@@ -28,7 +28,7 @@ from configurations.models import FrozenConfiguration
 from experiments.models import Experiment
 from specportal.api.errors import ApplicationError
 from specportal.api.idempotency import idempotent
-from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
+from specportal.api.input import NameField, refuse_unknown_fields, refuse_unknown_filters
 from specportal.engines.launch import build_launch_command
 
 
@@ -157,7 +157,7 @@ class DeploymentListApi(APIView):
 
     class DeploymentCreateInputSerializer(serializers.Serializer[Any]):
         name = serializers.SlugField(max_length=100)
-        owner_team = serializers.CharField(max_length=100)
+        owner_team = NameField(max_length=100)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         configuration = serializers.PrimaryKeyRelatedField(
             queryset=FrozenConfiguration.objects.all()
@@ -190,7 +190,7 @@ class DeploymentDetailApi(APIView):
     permission_classes = (ManagerWrites,)
 
     class DeploymentUpdateInputSerializer(serializers.Serializer[Any]):
-        owner_team = serializers.CharField(max_length=100, required=False)
+        owner_team = NameField(max_length=100, required=False)
         description = serializers.CharField(required=False, allow_blank=True)
         self_approval_reason = serializers.CharField(required=False, allow_blank=True)
         approval_valid_days = serializers.IntegerField(min_value=1, max_value=365, required=False)

@@ -25,6 +25,7 @@ from specportal.api.errors import ApplicationError
 from specportal.api.idempotency import idempotent
 from specportal.api.input import (
     LabelsField,
+    NameField,
     StrictCharField,
     refuse_unknown_fields,
     refuse_unknown_filters,
@@ -99,7 +100,7 @@ class ConfigurationListApi(APIView):
 
     class ConfigurationCreateInputSerializer(serializers.Serializer[Any]):
         document = serializers.JSONField()
-        name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+        name = NameField(max_length=200, required=False, allow_blank=True, default="")
         description = StrictCharField(required=False, allow_blank=True, default="")
         labels = LabelsField(required=False, default=dict)
 
@@ -171,7 +172,7 @@ class ConfigurationDetailApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
     class UpdateSerializer(serializers.Serializer[Any]):
-        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        name = NameField(max_length=200, required=False, allow_blank=True)
         description = serializers.CharField(required=False, allow_blank=True)
         labels = LabelsField(required=False)
 

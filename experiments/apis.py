@@ -28,7 +28,7 @@ from hosts.models import GpuHost
 from runs.apis import RunOutput
 from runs.selectors import run_list
 from specportal.api.idempotency import idempotent
-from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
+from specportal.api.input import NameField, refuse_unknown_fields, refuse_unknown_filters
 from specportal.protocol import limits
 
 VERDICT_SUMMARY = inline_serializer(
@@ -122,14 +122,14 @@ class ExperimentListApi(APIView):
     permission_classes = (IsExperimenterOrReadOnly,)
 
     class ExperimentCreateInputSerializer(serializers.Serializer[Any]):
-        name = serializers.CharField(max_length=200)
+        name = NameField(max_length=200)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         # A stored id, or {"document": {...}} / {"import_command": "..."}, stored by content.
         baseline = serializers.JSONField()
         candidates = serializers.ListField(child=serializers.JSONField(), min_length=1)
         mode = serializers.ChoiceField(Experiment.Mode.choices, default=Experiment.Mode.MEASURED)
         context = serializers.DictField(required=False, default=dict)  # type: ignore[assignment]
-        labels = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+        labels = serializers.ListField(child=NameField(max_length=64), required=False)
         workloads = serializers.ListField(child=serializers.DictField())
         loads = serializers.ListField(child=serializers.DictField())
         objectives = serializers.DictField()

@@ -14,6 +14,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from specportal.api.errors import ApplicationError
+from specportal.protocol.invisible import invisible_formatting
 
 
 def _unknown(key: str, allowed: tuple[str, ...], what: str) -> str:
@@ -58,8 +59,43 @@ class StrictCharField(serializers.CharField):
         return str(super().to_internal_value(data))
 
 
+# --- names: no invisible formatting characters (issue 15, finding 12) ----------------------------
+# Kept apart from the NUL/surrogate checks: those refuse what cannot be stored, this refuses what
+# can be stored but would display as another name (specportal.protocol.invisible).
+
+
+def refuse_invisible_formatting(value: str) -> str:
+    """A DRF validator for names: a 400 naming the field when ``value`` holds a bidirectional
+    override, isolate or mark."""
+    if why := invisible_formatting(value):
+        raise serializers.ValidationError(why)
+    return value
+
+
+class NameField(StrictCharField):
+    """A name (of a configuration, an experiment, a team, a label): a string, never coerced, with
+    no invisible formatting character."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["validators"] = [*kwargs.get("validators", ()), refuse_invisible_formatting]
+        super().__init__(**kwargs)
+
+
 class LabelsField(serializers.DictField):
-    child = StrictCharField(max_length=200, allow_blank=True)
+    """Labels: an object of strings; names and values alike refuse invisible formatting."""
+
+    child = NameField(max_length=200, allow_blank=True)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict):
+            bad = {
+                str(key): [why]
+                for key in data
+                if isinstance(key, str) and (why := invisible_formatting(key))
+            }
+            if bad:
+                raise serializers.ValidationError(bad)
+        return dict(super().to_internal_value(data))
 
 
 def labels_clean(labels: Any, path: str = "labels") -> dict[str, str]:
@@ -73,4 +109,11 @@ def labels_clean(labels: Any, path: str = "labels") -> dict[str, str]:
             "Labels must be an object of strings.",
             fields={path: ["must be an object mapping label names to strings"]},
         )
+    invisible = {
+        f"{path}.{key}": [why]
+        for key, value in labels.items()
+        if (why := invisible_formatting(key) or invisible_formatting(value))
+    }
+    if invisible:
+        raise ApplicationError("Labels must not hide formatting characters.", fields=invisible)
     return dict(labels)
