@@ -27,6 +27,8 @@ from specportal.cli import ci_reports as reports
 HELP = "run an experiment from CI and gate on its verdict"
 FINISHED = ("done", "stopped", "cancelled")
 RUN_ENDED = ("done", "failed", "incomplete", "cancelled")
+# The run states a portal verdict reads (verdicts.selectors.INPUT_STATES).
+VERDICT_INPUTS = ("done", "failed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,21 +125,61 @@ def _run(portal: Any, args: argparse.Namespace) -> int:
           flush=True)  # fmt: skip
     portal.request("POST", f"/api/v1/experiments/{experiment_id}/start/", json=start_options,
                    key=_key(raw, "start"))  # fmt: skip
-    state = _wait(portal, experiment_id, args)
+    deadline = time.monotonic() + args.timeout
+    state, runs = _wait(portal, experiment_id, args, deadline)
     if state["status"] == "stopped":
         raise Undecided(
             f"experiment {experiment_id} stopped: runs failed beyond its failure policy"
         )
     if state["status"] == "cancelled":
         raise Undecided(f"experiment {experiment_id} was cancelled")
-    return _report_verdict(portal, args, experiment_id, document.get("context") or {})
+    verdict = _verdict_of_every_run(portal, experiment_id, runs, args, deadline)
+    return _report_verdict(portal, args, experiment_id, document.get("context") or {}, verdict)
 
 
-def _wait(portal: Any, experiment_id: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Poll until the experiment finishes; SIGTERM cancels it unless --keep-running; Ctrl-C on a
-    terminal asks first."""
+def _verdict_of_every_run(
+    portal: Any,
+    experiment_id: int,
+    runs: list[dict[str, Any]],
+    args: argparse.Namespace,
+    deadline: float,
+) -> dict[str, Any]:
+    """The verdict whose inputs include every run that ended done or failed.
+
+    The portal worker recomputes the verdict after the transaction that ended the last run
+    commits, so right after the experiment reads as done the stored verdict may still be the one
+    before the last run: gating on it would be gating on fewer runs than were measured.
+    """
+    from specportal.cli.portal import PortalError
+
+    ended = {int(r["id"]) for r in runs if r["status"] in VERDICT_INPUTS}
+    if not ended:
+        raise Undecided(f"experiment {experiment_id} finished without a measured run")
+    while True:
+        try:
+            verdict: dict[str, Any] = portal.request(
+                "GET", f"/api/v1/experiments/{experiment_id}/verdict/"
+            )
+        except PortalError as exc:
+            if exc.status != 404:
+                raise
+        else:
+            if ended <= {int(i) for i in verdict.get("inputs") or [] if str(i).isdigit()}:
+                return verdict
+        if time.monotonic() > deadline:
+            raise Undecided(
+                f"timed out after {args.timeout:.0f} s: experiment {experiment_id} finished but "
+                "its verdict of every run was not computed yet"
+            )
+        time.sleep(min(args.poll, 1.0))
+
+
+def _wait(
+    portal: Any, experiment_id: int, args: argparse.Namespace, deadline: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Poll until the experiment finishes (its state and its runs then); SIGTERM cancels it
+    unless --keep-running; Ctrl-C on a terminal asks first."""
     tty = sys.stdout.isatty()
-    deadline = time.monotonic() + args.timeout
     seen: set[int] = set()
     stop = {"signal": None}
 
@@ -154,7 +196,7 @@ def _wait(portal: Any, experiment_id: int, args: argparse.Namespace) -> dict[str
                 if experiment["status"] in FINISHED:
                     if tty:
                         print(flush=True)
-                    return dict(experiment)
+                    return dict(experiment), list(runs)
                 if stop["signal"] is not None:
                     _interrupted(portal, experiment_id, args, "SIGTERM")
                 if time.monotonic() > deadline:
@@ -199,15 +241,19 @@ def _show(runs: list[dict[str, Any]], seen: set[int], tty: bool) -> None:
 
 
 def _report_verdict(portal: Any, args: argparse.Namespace, experiment_id: int,
-                    context: dict[str, Any]) -> int:  # fmt: skip
+                    context: dict[str, Any], verdict: dict[str, Any] | None = None) -> int:  # fmt: skip
     from specportal.cli.portal import PortalError
 
-    try:
-        verdict = portal.request("GET", f"/api/v1/experiments/{experiment_id}/verdict/")
-    except PortalError as exc:
-        if exc.status == 404:
-            raise Undecided(f"experiment {experiment_id} has no verdict on this portal") from None
-        raise
+    if verdict is None:
+        try:
+            verdict = portal.request("GET", f"/api/v1/experiments/{experiment_id}/verdict/")
+        except PortalError as exc:
+            if exc.status == 404:
+                raise Undecided(
+                    f"experiment {experiment_id} has no verdict on this portal"
+                ) from None
+            raise
+    assert verdict is not None
     print(reports.table(verdict))
     code, reason = reports.exit_status(verdict)
     url = f"{portal.url}/experiments/{experiment_id}/"

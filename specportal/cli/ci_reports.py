@@ -36,11 +36,14 @@ def _cells(verdict: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]
 
 
 def _needed(entry: Mapping[str, Any]) -> str:
+    """``runs_needed`` is the size of a new experiment that would likely decide (power 0.8), in
+    repetitions per arm: never runs added to this one (analysis/VERDICT.md)."""
     if entry.get("runs_needed") is not None:
-        return f"{entry['runs_needed']} more runs per arm"
+        return f"a new experiment of {entry['runs_needed']} repetitions per arm would likely decide"
     if entry.get("runs_needed_at_least") is not None:
-        return f"at least {entry['runs_needed_at_least']} more runs per arm"
-    return "runs needed unknown"
+        return (f"a new experiment needs at least {entry['runs_needed_at_least']} repetitions "
+                "per arm to decide")  # fmt: skip
+    return "repetitions needed unknown"
 
 
 def table(verdict: Mapping[str, Any]) -> str:
