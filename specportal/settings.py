@@ -151,7 +151,22 @@ STATICFILES_DIRS = [BASE_DIR / "specportal" / "static"]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
+# --- HTTPS (production) -------------------------------------------------------------------------
+# Production is served over HTTPS only: plain HTTP is redirected, browsers are told to use HTTPS
+# for a year (HSTS), and the session and CSRF cookies are never sent in clear. Most deployments
+# terminate TLS in a proxy in front of gunicorn: then SPECPORTAL_TLS_PROXY=true makes Django trust
+# the proxy's X-Forwarded-Proto (without it every request looks like plain HTTP and the redirect
+# never ends). Only set it when the proxy overwrites that header: a client could otherwise claim
+# HTTPS. ``manage.py check --deploy`` is clean with these defaults (tests/specportal/test_settings.py).
+SPECPORTAL_TLS_PROXY = env.bool("SPECPORTAL_TLS_PROXY", default=False)
+if SPECPORTAL_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 if PRODUCTION:
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    # The header only allows a submission to the browsers' preload lists; nothing is submitted.
+    SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SESSION_COOKIE_SECURE", default=True)
     CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=True)
     SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -55,7 +55,9 @@ def test_production_serves_the_static_files_the_docs_pages_need(tmp_path: Path) 
         "from django.core.management import call_command\n"
         "from django.test import Client\n"
         "call_command('collectstatic', interactive=False, verbosity=0)\n"
-        "r = Client().get('/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js')\n"
+        # secure: production redirects plain HTTP to HTTPS
+        "r = Client().get('/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js',"
+        " secure=True)\n"
         "print(r.status_code)\n"
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
@@ -73,6 +75,67 @@ def test_production_serves_the_static_files_the_docs_pages_need(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "200"
+
+
+def _production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SPECPORTAL_"))}
+    clean.pop("DATABASE_URL", None)
+    clean.update(
+        SPECPORTAL_ENV="production",
+        # A key as a deployment would have one (check --deploy refuses short or repetitive ones).
+        DJANGO_SECRET_KEY="Vq3-x9LrT0aZpW8mK2fYc7BnHs4JdE6gUiO1lRtXyQv5NwMzAbCeDfGhIjKkLmNoPpQ",
+        DJANGO_DEBUG="false",
+        DJANGO_ALLOWED_HOSTS="specportal.example.internal",
+        SPECPORTAL_DATA_DIR=str(tmp_path),
+        DJANGO_SETTINGS_MODULE="specportal.settings",
+    )
+    clean.update(extra)
+    return clean
+
+
+def test_check_deploy_is_clean_for_production_settings(tmp_path: Path) -> None:
+    # issue 15, finding 12: check --deploy warned about HSTS and the SSL redirect
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        capture_output=True, text=True, env=_production_env(tmp_path), timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == "System check identified no issues (0 silenced).", done.stdout
+
+
+HTTPS_SCRIPT = """
+import django; django.setup()
+from django.conf import settings
+from django.test import Client
+host = "specportal.example.internal"
+plain = Client().get("/api/v1/whoami/", HTTP_HOST=host)
+proxied = Client().get("/api/v1/whoami/", HTTP_HOST=host, HTTP_X_FORWARDED_PROTO="https")
+login = Client().get("/accounts/login/", HTTP_HOST=host, secure=True)
+print(plain.status_code, plain.get("Location"))
+print(proxied.status_code, proxied.get("Strict-Transport-Security"))
+print(sorted(n for n, c in login.cookies.items() if c["secure"]), settings.SESSION_COOKIE_SECURE)
+"""
+
+
+@pytest.mark.parametrize("behind_proxy", [True, False], ids=["tls-proxy", "no-proxy"])
+def test_production_redirects_plain_http_and_trusts_a_tls_proxy_only_when_told(
+    tmp_path: Path, behind_proxy: bool
+) -> None:
+    env = _production_env(tmp_path, SPECPORTAL_TLS_PROXY=str(behind_proxy).lower())
+    done = subprocess.run(
+        [sys.executable, "-c", HTTPS_SCRIPT], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    plain, proxied, cookies = done.stdout.strip().splitlines()
+    assert plain == "301 https://specportal.example.internal/api/v1/whoami/"
+    if behind_proxy:
+        # the proxy said HTTPS: answered (401, no credentials), with a year of HSTS
+        assert proxied == "401 max-age=31536000; includeSubDomains; preload"
+    else:
+        # a client's own X-Forwarded-Proto is not believed
+        assert proxied == "301 None"
+    assert cookies == "['csrftoken'] True"
 
 
 def test_the_embedded_broker_keeps_every_folder_under_the_data_dir(tmp_path: Path) -> None:
