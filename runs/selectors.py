@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from datetime import timedelta
 from typing import Any, Final
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
-from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, Run, RunFigures
+from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, ResultUpload, Run, RunFigures
 from specportal import protocol
 from specportal.metrics import Timing
 
@@ -35,6 +37,13 @@ def run_list(*, filters: Mapping[str, str]) -> QuerySet[Run]:
         else:
             runs = runs.filter(**{key: value})
     return runs.order_by("experiment_id", "sequence")
+
+
+def uploads_pending(*, older_than: timedelta) -> list[int]:
+    """Stored uploads nobody ingested (or refused) for ``older_than``, oldest first."""
+    cutoff = timezone.now() - older_than
+    pending = ResultUpload.objects.filter(ingested_at__isnull=True, received_at__lt=cutoff)
+    return list(pending.order_by("received_at").values_list("pk", flat=True))
 
 
 def run_get(*, run_id: int) -> Run:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Final
 
+import django.db
+import psycopg
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -21,7 +23,7 @@ from django.utils import timezone
 from hosts.models import GpuHost
 from hosts.services import host_heartbeat_record
 from runs import dispatch, signals
-from runs.ingest import UploadProblem, apply_engine_report, upload_problem
+from runs.ingest import UploadProblem, apply_engine_report, upload_ingest, upload_problem
 from runs.models import ResultUpload, Run
 from specportal.api.errors import ApplicationError
 from specportal.protocol import Progress
@@ -269,6 +271,52 @@ def _result_refuse(
     run_failed_announce(run)
     experiment_id, run_id = run.experiment_id, run.pk
     transaction.on_commit(lambda: experiment_advance_later(experiment_id, run_id))
+
+
+# Failures of the database itself (a lost connection, a server shutting down, a statement
+# cancelled): the upload is fine, so ingestion is tried again (the message is acknowledged late, and
+# the beat's fallback picks the upload up) instead of failing the run.
+PASSING_FAILURES: Final = (
+    django.db.OperationalError,
+    django.db.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+
+
+def upload_ingest_or_fail(*, upload_id: int) -> Run:
+    """Ingest the upload; if that fails for any reason but a passing one, fail its run with the
+    reason instead, so no run is ever left ``running`` on an upload that cannot land."""
+    try:
+        return upload_ingest(upload_id=upload_id)
+    except PASSING_FAILURES:
+        raise
+    except Exception as exc:
+        log.exception("upload %s could not be ingested; its run is failed", upload_id)
+        return upload_ingest_failed(upload_id=upload_id, reason=f"{type(exc).__name__}: {exc}")
+
+
+@transaction.atomic
+def upload_ingest_failed(*, upload_id: int, reason: str) -> Run:
+    """Mark the upload as tried (never retried: it would fail again) and fail its run, unless the
+    run has moved on (ingested, or another attempt)."""
+    upload = ResultUpload.objects.select_for_update().defer("body").get(pk=upload_id)
+    run = Run.objects.select_for_update(of=("self",)).select_related("arm").get(pk=upload.run_id)
+    if upload.ingested_at is not None or run.result_attempt is not None:
+        return run
+    now = timezone.now()
+    upload.ingested_at = now
+    upload.ingest_error = f"not ingested: {reason}"[:10_000]
+    upload.save(update_fields=["ingested_at", "ingest_error"])
+    if run.attempt == upload.attempt and run.status in (Run.Status.CLAIMED, Run.Status.RUNNING):
+        note = f"attempt {upload.attempt}: result not ingested: {reason}"[:10_000]
+        run.status = Run.Status.FAILED
+        run.finished_at = now
+        run.lease_expires_at = None
+        run.error = f"{run.error}\n{note}".strip()
+        run.save(update_fields=["status", "finished_at", "lease_expires_at", "error"])
+        run_failed_announce(run)
+    return run
 
 
 @transaction.atomic

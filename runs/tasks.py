@@ -5,26 +5,25 @@ The beat schedule is ``CELERY_BEAT_SCHEDULE`` in ``specportal/settings.py``.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
-from typing import Final
 
 from celery import shared_task
-from django.utils import timezone
+from django.conf import settings
 
-from runs import services
-from runs.ingest import upload_ingest
-from runs.models import ResultUpload
+from runs import selectors, services
 
-# An upload nobody ingested for this long (its message was lost) is ingested by the beat task.
-PENDING_UPLOAD_SECONDS: Final = 120
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="runs.upload_ingest_task", acks_late=True)  # type: ignore[untyped-decorator]
 def upload_ingest_task(upload_id: int) -> None:
-    run = upload_ingest(upload_id=upload_id)
+    run = services.upload_ingest_or_fail(upload_id=upload_id)
     services.experiment_advance_later(run.experiment_id, run.pk)
-    # After the next run is queued: the figures of what just landed, so pages never compute them.
-    services.run_figures_after_ingest(run.pk, run.experiment_id)
+    if run.result_attempt is not None:
+        # After the next run is queued: the figures of what just landed, so pages never
+        # compute them.
+        services.run_figures_after_ingest(run.pk, run.experiment_id)
 
 
 @shared_task(name="runs.runs_republish_stale_task")  # type: ignore[untyped-decorator]
@@ -39,12 +38,14 @@ def runs_reap_expired_leases_task() -> int:
 
 @shared_task(name="runs.uploads_ingest_pending_task")  # type: ignore[untyped-decorator]
 def uploads_ingest_pending_task() -> int:
-    cutoff = timezone.now() - timedelta(seconds=PENDING_UPLOAD_SECONDS)
-    pending = list(
-        ResultUpload.objects.filter(ingested_at__isnull=True, received_at__lt=cutoff).values_list(
-            "pk", flat=True
-        )
+    """Ingest every upload whose message was lost, each on its own: one that fails (even for a
+    passing reason, retried at the next beat) never keeps the others from landing."""
+    pending = selectors.uploads_pending(
+        older_than=timedelta(seconds=settings.SPECPORTAL_PENDING_UPLOAD_SECONDS)
     )
     for upload_id in pending:
-        upload_ingest_task(upload_id)
+        try:
+            upload_ingest_task(upload_id)
+        except Exception:
+            log.exception("upload %s not ingested; the next beat tries again", upload_id)
     return len(pending)

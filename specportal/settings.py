@@ -240,6 +240,9 @@ SPECPORTAL_LEASE_SECONDS = env.int("SPECPORTAL_LEASE_SECONDS", default=90)
 # A QUEUED run whose message has not been claimed after this long is published again (a broker
 # restart may have lost it; a duplicate is harmless because claims are conditional).
 SPECPORTAL_STALE_QUEUED_SECONDS = env.int("SPECPORTAL_STALE_QUEUED_SECONDS", default=120)
+# A stored upload not ingested after this long (its message was lost, or the worker failed on it
+# for a passing reason such as a lost database connection) is ingested by the beat's fallback.
+SPECPORTAL_PENDING_UPLOAD_SECONDS = env.int("SPECPORTAL_PENDING_UPLOAD_SECONDS", default=120)
 
 # Every periodic task, in one place (run with ``celery -A specportal.celery_app beat``); each
 # interval can be set from the environment (SPECPORTAL_BEAT_<NAME>_SECONDS).
