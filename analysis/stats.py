@@ -98,6 +98,26 @@ def _mwu(x: np.ndarray, y: np.ndarray, alternative: str, method: Any) -> np.ndar
     return np.atleast_1d(np.asarray(result.pvalue, dtype=float))
 
 
+@lru_cache(maxsize=256)
+def _exact_u_tables(n1: int, n2: int) -> tuple[np.ndarray, np.ndarray]:
+    """scipy's exact one-sided Mann–Whitney p-values for U = 0 … n1·n2 (no ties), as two arrays
+    indexed by U ("greater", "less"). Computed by scipy itself, on samples whose pairwise
+    differences are all distinct, shifted to every boundary: each U occurs once."""
+    x = np.arange(n1, dtype=float) * (n2 + 1)
+    y = np.arange(n2, dtype=float)
+    d_sorted = np.sort((x[:, None] - y[None, :]).ravel())
+    shifts = _boundaries(d_sorted)  # n1·n2 + 1 of them, U = n1·n2 … 0
+    rows = x[None, :] - shifts[:, None]
+    base_rows = np.broadcast_to(y, (shifts.size, y.size))
+    u = d_sorted.size - np.searchsorted(d_sorted, shifts, side="right")
+    greater = np.empty(n1 * n2 + 1)
+    less = np.empty(n1 * n2 + 1)
+    greater[u] = _mwu(rows, base_rows, "greater", "exact")
+    less[u] = _mwu(rows, base_rows, "less", "exact")
+    greater.flags.writeable = less.flags.writeable = False
+    return greater, less
+
+
 def _boundaries(differences: np.ndarray) -> np.ndarray:
     """Candidate shifts at which the test's answer can change: midpoints between consecutive
     distinct pairwise differences, plus one beyond each end (testing *at* a difference would
@@ -163,8 +183,13 @@ def shift_test(
     ties = _has_ties(c, scaled)
     test_method: Any = _permutation(c.size, b.size) if ties else "exact"
     name = "Mann–Whitney U, " + ("permutation (ties)" if ties else "exact")
-    p_greater = float(_mwu(c, scaled, "greater", test_method)[0])
-    p_less = float(_mwu(c, scaled, "less", test_method)[0])
+    if ties:
+        p_greater = float(_mwu(c, scaled, "greater", test_method)[0])
+        p_less = float(_mwu(c, scaled, "less", test_method)[0])
+    else:
+        u_observed = int((c[:, None] > scaled[None, :]).sum())
+        table_greater, table_less = _exact_u_tables(c.size, b.size)
+        p_greater, p_less = float(table_greater[u_observed]), float(table_less[u_observed])
     interval = None
     if positive:
         lc, lb = np.log(c), np.log(b)
@@ -175,12 +200,17 @@ def shift_test(
         # Rows are tested at midpoints between pairwise differences, so only ties *within* an arm
         # remain; enumerating permutations for every row is exact but slow beyond small n, where
         # the tie-corrected normal approximation serves the interval's edges.
-        row_method: Any = "exact"
         if _has_ties(lc, lb):
             small = _arrangements(c.size, b.size) <= ROW_PERMUTATIONS
-            row_method = _permutation(c.size, b.size) if small else "asymptotic"
-        pg = _mwu(rows, base_rows, "greater", row_method)
-        pl = _mwu(rows, base_rows, "less", row_method)
+            row_method: Any = _permutation(c.size, b.size) if small else "asymptotic"
+            pg = _mwu(rows, base_rows, "greater", row_method)
+            pl = _mwu(rows, base_rows, "less", row_method)
+        else:
+            # Without ties the exact p depends only on U, and U at a shift is the number of
+            # pairwise differences above it: look the p-values up in the exact table.
+            u = d_sorted.size - np.searchsorted(d_sorted, shifts, side="right")
+            table_greater, table_less = _exact_u_tables(c.size, b.size)
+            pg, pl = table_greater[u], table_less[u]
         low, high = _invert(shifts, d_sorted, pg, pl, tail)
         interval = Interval(
             None if low is None else math.exp(low),

@@ -159,29 +159,6 @@ class ExperimentInput:
 # --- per-run statistics ---------------------------------------------------------------------------
 
 
-class _Timed:
-    """A load-generator record dict seen as ``specportal.metrics.TimedRequest``."""
-
-    __slots__ = (
-        "chunk_times",
-        "chunk_tokens",
-        "output_tokens",
-        "prompt_tokens",
-        "scheduled",
-        "sent",
-        "success",
-    )
-
-    def __init__(self, record: Mapping[str, Any]) -> None:
-        self.sent = float(record.get("sent") or 0.0)
-        self.chunk_times = record.get("chunk_times") or []
-        self.chunk_tokens = record.get("chunk_tokens")
-        self.output_tokens = record.get("output_tokens")
-        self.prompt_tokens = record.get("prompt_tokens")
-        self.success = bool(record.get("success"))
-        self.scheduled = record.get("scheduled")
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -201,7 +178,7 @@ def run_statistic(run: RunInput, key: str, slos: Mapping[str, float]) -> float |
         goodput = goodput_seconds(slos)
         measured = [r for r in run.requests if not r.get("warmup")]
         sent = [r for r in measured if r.get("error_kind") != "not_sent"]
-        met = sum(1 for r in sent if metrics.meets_slos(_Timed(r), goodput))
+        met = metrics.count_meeting_slos(sent, goodput)
         if key == "slo_attainment":
             return met / len(sent) if sent else None
         duration = _number(run.summary.get("duration"))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -253,6 +253,35 @@ def meets_slos(r: TimedRequest, slos: Mapping[str, float]) -> bool:
         return False
     observed = {"ttft": ttft(r), "tpot": tpot(r) or 0.0, "e2el": e2el(r)}
     return all((observed[k] is not None and slo >= observed[k]) for k, slo in slos.items())  # type: ignore[operator]
+
+
+def count_meeting_slos(records: Sequence[Mapping[str, Any]], slos: Mapping[str, float]) -> int:
+    """How many of ``records`` (the load generator's record dicts) pass ``meets_slos``: the same
+    test on arrays, for verdicts over 100,000s of requests (a loop of ``meets_slos`` costs ~10 µs
+    a request)."""
+    if not records:
+        return 0
+    nan = math.nan
+    success = np.asarray([bool(r.get("success")) for r in records], dtype=bool)
+    sent = np.asarray([r.get("sent") or 0.0 for r in records], dtype=np.float64)
+    times: list[Sequence[float]] = [r.get("chunk_times") or () for r in records]
+    first = np.asarray([t[0] if t else nan for t in times], dtype=np.float64)
+    last = np.asarray([t[-1] if t else nan for t in times], dtype=np.float64)
+    tokens = np.asarray([r.get("output_tokens") or 0 for r in records], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = {
+            "ttft": first - sent,
+            "e2el": last - sent,
+            # tpot() is None (counted as 0) for one output token or fewer, or without chunks
+            "tpot": np.where(tokens > 1, (last - first) / (tokens - 1), 0.0),
+        }
+        met = success.copy()
+        for key, slo in slos.items():
+            value = observed[key]
+            if key == "tpot":
+                value = np.where(np.isnan(value), 0.0, value)
+            met &= ~np.isnan(value) & (slo >= value)
+    return int(met.sum())
 
 
 # --- run summary -------------------------------------------------------------------------------

@@ -202,3 +202,27 @@ def test_runs_needed_grows_as_the_effect_shrinks() -> None:
     assert far == stats.fewest_runs("mwu", level)  # a big effect needs only the minimum
     assert near > far
     assert stats.runs_for_effect(0.0, 0.02, level, "mwu") is None
+
+
+@pytest.mark.parametrize(("n1", "n2", "seed"), [(3, 4, 1), (5, 5, 2), (8, 12, 3), (12, 12, 4)])
+def test_the_exact_u_table_gives_scipys_p_values_and_interval(n1: int, n2: int, seed: int) -> None:
+    # Without ties the exact p depends only on U: the shift test looks p up in a table scipy
+    # computed once per (n1, n2). It must agree with scipy called on the data, point and interval.
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(seed)
+    candidate = np.exp(rng.normal(0.02, 0.02, n1))
+    baseline = np.exp(rng.normal(0.0, 0.02, n2))
+    result = stats.shift_test(candidate, baseline, 1.0, tail=0.05 / 24)
+    for alternative, p in (("greater", result.p_greater), ("less", result.p_less)):
+        direct = mannwhitneyu(candidate, baseline, alternative=alternative, method="exact")
+        assert p == pytest.approx(float(direct.pvalue), rel=1e-12)
+    # the interval's edges are the shifts where scipy's own test starts to reject
+    assert result.interval is not None
+    for edge in (result.interval.low, result.interval.high):
+        if edge is None:
+            continue
+        inside = edge * (1 + 1e-9) if edge == result.interval.low else edge * (1 - 1e-9)
+        for alternative in ("greater", "less"):
+            p = mannwhitneyu(candidate, baseline * inside, alternative=alternative, method="exact")
+            assert float(p.pvalue) > 0.05 / 24

@@ -151,3 +151,43 @@ def test_own_keys_are_null_without_data_while_vllm_keys_are_zero() -> None:
     assert summary["amortized_decode_ms_per_token"] is None
     assert summary["tokens_per_chunk_known_fraction"] is None
     assert summary["slo_attainment"] is None  # no objectives given
+
+
+def test_counting_records_that_meet_slos_agrees_with_meets_slos_request_by_request() -> None:
+    # The verdict counts SLO attainment over record dicts on arrays; every edge of meets_slos
+    # (failure, no chunks, one token, no usage, an SLO exactly met) must count the same.
+    import random
+
+    rng = random.Random(3)
+    records: list[dict[str, object]] = []
+    for i in range(2000):
+        sent = rng.uniform(0, 10)
+        chunks = sorted(sent + rng.uniform(0.01, 0.5) for _ in range(rng.choice([0, 1, 2, 9])))
+        records.append(
+            {
+                "index": i,
+                "sent": sent,
+                "success": rng.random() > 0.1,
+                "chunk_times": chunks,
+                "output_tokens": rng.choice([None, 0, 1, 2, len(chunks), 40]),
+            }
+        )
+    records.append({"index": 9999, "sent": 1.0, "success": True, "chunk_times": [1.25, 1.5],
+                    "output_tokens": 2})  # fmt: skip
+    for slos in ({"ttft": 0.25}, {"tpot": 0.02}, {"e2el": 0.3}, {"ttft": 0.25, "tpot": 0.02},
+                 {"ttft": 0.2, "tpot": 0.05, "e2el": 0.4}):  # fmt: skip
+        one_by_one = sum(
+            metrics.meets_slos(
+                Timing(
+                    sent=float(r["sent"]),  # type: ignore[arg-type]
+                    chunk_times=list(r["chunk_times"]),  # type: ignore[call-overload]
+                    chunk_tokens=None,
+                    output_tokens=r["output_tokens"],  # type: ignore[arg-type]
+                    success=bool(r["success"]),
+                ),
+                slos,
+            )
+            for r in records
+        )
+        assert metrics.count_meeting_slos(records, slos) == one_by_one, slos
+        assert 0 < one_by_one < len(records), slos  # the case is not trivial
