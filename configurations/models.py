@@ -34,8 +34,9 @@ from django.conf import settings
 from django.db import models
 
 from specportal.engines.document import canonical_json, derive_method
+from specportal.engines.flags import ENGINE_NAMES, ENGINES
 
-ENGINE_CHOICES = [("vllm", "vLLM"), ("sglang", "SGLang"), ("llamacpp", "llama.cpp")]
+ENGINE_CHOICES = [(engine, ENGINE_NAMES[engine]) for engine in ENGINES]
 
 # Columns that make up a configuration's identity and provenance: never updated.
 IDENTITY_FIELDS: tuple[str, ...] = (

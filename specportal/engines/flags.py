@@ -49,6 +49,12 @@ from typing import Any, Final, Literal
 
 Engine = Literal["vllm", "sglang", "llamacpp"]
 ENGINES: Final[tuple[Engine, ...]] = ("vllm", "sglang", "llamacpp")
+# How people write each engine's name (pages, the admin's choices).
+ENGINE_NAMES: Final[Mapping[Engine, str]] = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "llamacpp": "llama.cpp",
+}
 Section = Literal["target", "proposal", "server"]
 FlagType = Literal["int", "float", "str", "bool", "json", "list", "choice"]
 
