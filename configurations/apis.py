@@ -96,6 +96,9 @@ CONFIGURATION_FILTERS = (
 
 
 class ConfigurationListApi(APIView):
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
+
     permission_classes = (IsExperimenterOrReadOnly,)
 
     class ConfigurationCreateInputSerializer(serializers.Serializer[Any]):
@@ -316,6 +319,9 @@ class DocumentInput(serializers.Serializer[Any]):
 class DocumentLintApi(APIView):
     """Lint a document without storing it (any role)."""
 
+    # It computes and stores nothing: a read token may POST it (accounts.authentication).
+    token_scope = "read"
+
     permission_classes = (IsViewer,)
 
     @extend_schema(request=DocumentInput, responses=FINDINGS_OUTPUT)
@@ -335,6 +341,9 @@ class DocumentLintApi(APIView):
 
 class DocumentLaunchCommandApi(APIView):
     """The launch command for a document without storing it (any role)."""
+
+    # It computes and stores nothing: a read token may POST it (accounts.authentication).
+    token_scope = "read"
 
     permission_classes = (IsViewer,)
 
@@ -359,6 +368,9 @@ class DocumentLaunchCommandApi(APIView):
 
 class ImportCommandApi(APIView):
     """A command line → a configuration document (not stored: POST it to create)."""
+
+    # It computes and stores nothing: a read token may POST it (accounts.authentication).
+    token_scope = "read"
 
     permission_classes = (IsViewer,)
 

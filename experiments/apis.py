@@ -119,6 +119,9 @@ PLAN_OUTPUT = inline_serializer(
 
 
 class ExperimentListApi(APIView):
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
+
     permission_classes = (IsExperimenterOrReadOnly,)
 
     class ExperimentCreateInputSerializer(serializers.Serializer[Any]):
@@ -279,6 +282,9 @@ class ExperimentCellsApi(APIView):
 class ExperimentPlanApi(APIView):
     """POST: (re)plan before start. GET: the plan in execution order with estimated durations."""
 
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
+
     permission_classes = (IsExperimenterOrReadOnly,)
 
     @extend_schema(operation_id="experiments_plan_retrieve", responses=PLAN_OUTPUT)
@@ -305,6 +311,9 @@ def _plan_body(experiment: Experiment) -> dict[str, Any]:
 
 
 class ExperimentStartApi(APIView):
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
+
     permission_classes = (IsExperimenterOrReadOnly,)
 
     class ExperimentStartInputSerializer(serializers.Serializer[Any]):
@@ -328,6 +337,9 @@ class ExperimentStartApi(APIView):
 
 
 class ExperimentCancelApi(APIView):
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
+
     permission_classes = (IsExperimenterOrReadOnly,)
 
     @extend_schema(operation_id="experiments_cancel", request=None, responses=ExperimentOutput)
@@ -345,6 +357,9 @@ class ObjectivesValidateApi(APIView):
     200 with its normalised form and hash, or 400 with the field errors experiment creation
     would give (``objectives.<path>``). Nothing is stored; the new-experiment page calls it as
     the user types."""
+
+    # It computes and stores nothing: a read token may POST it (accounts.authentication).
+    token_scope = "read"
 
     permission_classes = (IsExperimenterOrReadOnly,)
 

@@ -7,7 +7,9 @@ authenticated, holds no role and no groups) and ``request.auth`` is the :class:`
 Agent views use ``authentication_classes = [HostTokenAuthentication]`` with
 ``permission_classes = [IsHostAgent]``; a host token is no credential on the user endpoints
 (401 there: they authenticate users only), a user's token none on the agent endpoints, and a
-missing or wrong host token gets 401 with ``WWW-Authenticate: Host``.
+missing or wrong host token gets 401 with ``WWW-Authenticate: Host``. Wrong host tokens count
+towards their address's failures (``accounts.throttling``, apart from users' tokens): once too
+many, every host token from that address gets 429 with ``Retry-After`` for a while.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from accounts.throttling import TokenFailureThrottle
 from hosts.models import GpuHost
 from hosts.selectors import host_get_by_token
 
@@ -55,14 +58,19 @@ class HostTokenAuthentication(BaseAuthentication):
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != KEYWORD.lower().encode():
             return None
+        throttle = TokenFailureThrottle("host")
+        throttle.refuse_if_locked(request)
         if len(parts) != 2:
+            throttle.record_failure(request)
             raise exceptions.AuthenticationFailed("Invalid host token header.")
         try:
             token = parts[1].decode()
         except UnicodeError as exc:
+            throttle.record_failure(request)
             raise exceptions.AuthenticationFailed("Invalid host token.") from exc
         host = host_get_by_token(token=token)
         if host is None:
+            throttle.record_failure(request)
             raise exceptions.AuthenticationFailed("Invalid or revoked host token.")
         return HostPrincipal(host), host
 

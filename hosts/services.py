@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
@@ -15,13 +13,12 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from accounts.tokens import HOST_TOKEN_KIND, token_generate, token_hash
 from audit.services import ObjectRef
 from hosts.models import GpuHost
 from specportal.api.errors import ApplicationError
 from specportal.api.input import labels_clean
 from specportal.engines.flags import ENGINES
-
-HOST_TOKEN_PREFIX = "sph_"
 
 
 def _host_full_clean(host: GpuHost) -> None:
@@ -136,16 +133,17 @@ def host_delete(*, host: GpuHost) -> None:
 
 
 def host_token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    """A host token's stored form: the same SHA-256 as users' API tokens (``accounts.tokens``)."""
+    return token_hash(token)
 
 
 @transaction.atomic
 def host_token_issue(*, host: GpuHost) -> str:
     """Issue a fresh token for the host's agent, replacing any previous one. Shown once: only
-    its SHA-256 is stored."""
-    token = HOST_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    host.token_hash = host_token_hash(token)
-    host.token_prefix = token[:12]
+    its SHA-256 is stored, and a public prefix (``sph_<public id>``) that reveals none of it."""
+    issued = token_generate(kind=HOST_TOKEN_KIND)
+    host.token_hash = issued.hash
+    host.token_prefix = issued.prefix
     before = audit.snapshot(host, fields=TOKEN_AUDITED)
     host.token_issued_at = timezone.now()
     host.save(update_fields=["token_hash", "token_prefix", "token_issued_at", "updated_at"])
@@ -155,7 +153,7 @@ def host_token_issue(*, host: GpuHost) -> str:
         before=before,
         after=audit.snapshot(host, fields=TOKEN_AUDITED),
     )
-    return token
+    return issued.secret
 
 
 @transaction.atomic

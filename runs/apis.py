@@ -130,6 +130,9 @@ class RunSummaryApi(APIView):
 
 
 class RunCancelApi(APIView):
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
+
     permission_classes = (IsExperimenterOrReadOnly,)
 
     @extend_schema(operation_id="runs_cancel", request=None, responses=RunDetailOutput)
@@ -203,6 +206,9 @@ ImportedOutput = inline_serializer(
 
 class ImportApi(APIView):
     """Other tools' result files into an import-mode experiment (validated whole first)."""
+
+    # Tokens of scope submit may call it (CI); see accounts.authentication.
+    token_scope = "submit"
 
     permission_classes = (IsExperimenterOrReadOnly,)
 

@@ -53,7 +53,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     # htmx, served from the package (no CDN): live updates of running experiments.
@@ -176,15 +175,33 @@ REST_FRAMEWORK = {
     # Token authentication comes first: its WWW-Authenticate header is what turns an
     # unauthenticated call into 401 rather than DRF's default 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # The client address of throttles is REMOTE_ADDR unless this many proxies in front append
+    # to X-Forwarded-For (DRF would otherwise trust the whole header, which a client writes).
+    "NUM_PROXIES": env.int("SPECPORTAL_TRUSTED_PROXIES", default=0),
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsViewer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "specportal.api.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+
+# --- API tokens and throttling -----------------------------------------------------------------
+# A user's API token lives at most this many days (0: no maximum); a token created without an
+# expiry gets the maximum (accounts.services.api_token_create).
+SPECPORTAL_API_TOKEN_MAX_DAYS = env.int("SPECPORTAL_API_TOKEN_MAX_DAYS", default=365)
+# Wrong, expired or revoked tokens (users' and hosts' counted apart) from one address: after this
+# many within the window, every token from that address gets 429 until the window frees
+# (accounts.throttling). 0 turns the limit off.
+SPECPORTAL_TOKEN_FAILURE_LIMIT = env.int("SPECPORTAL_TOKEN_FAILURE_LIMIT", default=10)
+SPECPORTAL_TOKEN_FAILURE_WINDOW_SECONDS = env.int(
+    "SPECPORTAL_TOKEN_FAILURE_WINDOW_SECONDS", default=300
+)
+# Throttle counts live in the cache: process memory by default; with several web processes give
+# them one Redis (SPECPORTAL_CACHE_URL=redis://host:6379/2) so a limit is a limit for all of them.
+CACHES = {"default": env.cache_url("SPECPORTAL_CACHE_URL", default="locmemcache://")}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "SpecPortal API",
@@ -201,6 +218,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ExperimentModeEnum": "experiments.models.Experiment.Mode",
         "HostModeEnum": "hosts.models.GpuHost.Mode",
+        "ApiTokenScopeEnum": "accounts.models.ApiToken.Scope",
+        "ApiTokenStateEnum": "accounts.models.TOKEN_STATES",
+        # The verdict states keep the name they had before tokens had a "state" too.
+        "StateEnum": ["KEEP", "DROP", "INCONCLUSIVE"],
     },
     # The verdict document (analysis/VERDICT.md) is typed once, in analysis.verdict_schema.
     "APPEND_COMPONENTS": {"schemas": verdict_json_schema()},

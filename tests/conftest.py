@@ -1,17 +1,42 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 import redis
 from django.conf import settings
+from django.core.cache import cache
+from django.test import override_settings
 
 if TYPE_CHECKING:
     from tests.harness import Process
 
 # Shared data fixtures (``setup``, personas, clients) for every app's tests.
 pytest_plugins = ["tests.fixtures"]
+
+# Throttling off for the suite, which sends wrong tokens and passwords on purpose (401 checks)
+# from one address: limits counted across tests would make results depend on their order.
+# Tests of throttling opt in with low limits (tests/accounts/test_throttling.py). Portal
+# processes started by tests (tests/harness.py) read the same from their environment.
+SUITE_THROTTLE_LIMITS = {"SPECPORTAL_TOKEN_FAILURE_LIMIT": 0}
+for _name, _value in SUITE_THROTTLE_LIMITS.items():
+    os.environ.setdefault(_name, str(_value))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _suite_throttle_limits() -> Iterator[None]:
+    with override_settings(**SUITE_THROTTLE_LIMITS):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    # Throttle counts live in the cache: no test sees another's.
+    cache.clear()
+    yield
+    cache.clear()
 
 
 # Fixtures that reach a database: a test using one of these (directly or through another

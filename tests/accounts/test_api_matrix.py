@@ -19,7 +19,8 @@ from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
 from accounts import roles
-from accounts.services import api_token_rotate, user_create_or_update
+from accounts.authentication import scope_allows, scope_needed
+from accounts.services import api_token_create, api_token_rotate, user_create_or_update
 from hosts.authentication import HostTokenAuthentication
 from hosts.services import host_register, host_token_issue
 
@@ -54,7 +55,7 @@ APPROVAL_ROLES: dict[tuple[str, str], tuple[str, ...]] = {
 OPERATOR_ROUTES = ("api/v1/hosts/",)
 # Route prefixes every role may write to: each user's own subscriptions (webhooks, e-mail
 # opt-ins). A viewer wants to hear about verdicts too; a user with no role is still refused.
-ANY_ROLE_ROUTES = ("api/v1/webhooks/", "api/v1/notifications/")
+ANY_ROLE_ROUTES = ("api/v1/webhooks/", "api/v1/notifications/", "api/v1/tokens/")
 OPERATOR_ONLY_READS = {"api/v1/hosts/<slug:name>/token/"}
 
 
@@ -231,3 +232,44 @@ def test_405_415_and_malformed_json_use_the_error_shape() -> None:
         400,
         {"malformed"},
     )
+
+
+# What a token narrower than ``full`` may do besides reading (accounts.authentication): submit
+# tokens are CI's, read tokens may call the POST endpoints that store nothing.
+SUBMIT_SCOPE_WRITES = {
+    ("post", "api/v1/configurations/"),
+    ("post", "api/v1/experiments/"),
+    ("post", "api/v1/experiments/<int:experiment_id>/plan/"),
+    ("post", "api/v1/experiments/<int:experiment_id>/start/"),
+    ("post", "api/v1/experiments/<int:experiment_id>/cancel/"),
+    ("post", "api/v1/runs/<int:run_id>/cancel/"),
+    ("post", "api/v1/imports/"),
+}
+READ_SCOPE_WRITES = {*VIEWER_MAY_POST, ("post", "api/v1/objectives/validate/")}
+UNSAFE_USER_ROUTES = [(m, r) for m, r in USER_ROUTES if m != "get"]
+
+
+def test_the_scope_tables_match_the_views() -> None:
+    declared: dict[str, set[tuple[str, str]]] = {"read": set(), "submit": set(), "full": set()}
+    for method, route in UNSAFE_USER_ROUTES:
+        view = get_resolver().resolve(concrete(route)).func.cls()  # type: ignore[attr-defined]
+        declared[scope_needed(view, method.upper())].add((method, route))
+    assert declared["read"] == READ_SCOPE_WRITES
+    assert declared["submit"] == SUBMIT_SCOPE_WRITES
+
+
+@pytest.mark.parametrize(("method", "route"), UNSAFE_USER_ROUTES)
+def test_a_token_of_a_narrower_scope_is_403_token_scope(method: str, route: str) -> None:
+    # A user holding every role: only the scope can refuse.
+    user = user_create_or_update(username="everything", password=None, role_names=roles.ALL_ROLES)
+    view = get_resolver().resolve(concrete(route)).func.cls()  # type: ignore[attr-defined]
+    needed = scope_needed(view, method.upper())
+    for scope in ("read", "submit"):
+        _, secret = api_token_create(user=user, name=scope, scope=scope)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+        response = call(client, method, route)
+        if scope_allows(scope, needed):
+            assert response.status_code != 403 or response.json()["error"]["code"] != "token_scope"
+        else:
+            assert_error_shape(response, 403, {"token_scope"})

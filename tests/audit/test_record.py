@@ -120,19 +120,19 @@ def test_explicit_actor_for_commands() -> None:
 
 def test_token_and_host_agent_actors(setup: Any) -> None:
     """What DRF writes back onto the request: a token's user (never the secret), a host agent."""
-    from rest_framework.authtoken.models import Token
-
+    from accounts.models import ApiToken
     from accounts.services import api_token_rotate
     from hosts.authentication import HostPrincipal
 
     key = api_token_rotate(user=setup.experimenter)
     request = RequestFactory().post("/")
     request.user = setup.experimenter
-    request.auth = Token.objects.get(key=key)  # type: ignore[attr-defined]
+    request.auth = ApiToken.objects.get(user=setup.experimenter)  # type: ignore[attr-defined]
     actor = actor_from_request(request)
     assert (actor.kind, actor.name, actor.user_id) == ("token", "alice", setup.experimenter.pk)
     assert actor.token
     assert key not in actor.token
+    assert actor.token.startswith("spt_")
     host = setup.hosts[0]
     request.user = HostPrincipal(host)
     request.auth = host  # type: ignore[attr-defined]

@@ -122,6 +122,9 @@ def test_role_changes_and_api_tokens(setup: Setup) -> None:
         ["manager"],
     )
     key = api_token_rotate(user=user)
-    rotate = events_for(user).get(action="api_token.rotate")
-    assert key not in str(rotate.after)
-    assert copy.deepcopy(rotate.after or {})["user"] == "ruth"
+    token = user.api_tokens.get()
+    create = events_for(token).get(action="api_token.create")
+    assert key not in str(create.after)
+    assert token.token_hash not in str(create.after)
+    assert copy.deepcopy(create.after or {})["user"] == "ruth"
+    assert (create.after or {})["prefix"] == token.prefix

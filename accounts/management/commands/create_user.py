@@ -5,7 +5,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts import roles
+from accounts.models import ApiToken
+from accounts.selectors import user_has_role
 from accounts.services import api_token_rotate, user_create_or_update
+from specportal.api.errors import ApplicationError
 
 
 class Command(BaseCommand):
@@ -22,7 +25,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--password", help="login password (omit for token-only users)")
         parser.add_argument("--superuser", action="store_true")
-        parser.add_argument("--token", action="store_true", help="issue and print an API token")
+        parser.add_argument(
+            "--token",
+            action="store_true",
+            help="issue and print an API token (shown once; replaces the user's live token of "
+            "the same --token-name)",
+        )
+        parser.add_argument("--token-name", default="create_user", help="the token's name")
+        parser.add_argument(
+            "--scope",
+            choices=ApiToken.Scope.values,
+            help="the token's scope (default: submit for an experimenter, else read)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -35,6 +49,15 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if options["token"]:
-            self.stdout.write(api_token_rotate(user=user))
+            scope = options["scope"] or (
+                ApiToken.Scope.SUBMIT
+                if user_has_role(user, roles.EXPERIMENTER)
+                else ApiToken.Scope.READ
+            )
+            try:
+                secret = api_token_rotate(user=user, name=options["token_name"], scope=scope)
+            except ApplicationError as exc:
+                raise CommandError(f"{exc.message} {exc.fields}") from exc
+            self.stdout.write(secret)
         else:
             self.stdout.write(f"user {user.username}: roles {', '.join(options['role']) or 'none'}")
