@@ -342,6 +342,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("SPECPORTAL_LOG_LEVEL", default="INFO")},
 }
 
+# Verdict recomputation: published this many seconds after a run lands, so runs landing close
+# together share one computation; a task overtaken by a newer request skips unless the stored
+# verdict is older than the staleness limit (the pages stay live while an experiment runs).
+SPECPORTAL_VERDICT_DELAY_SECONDS = env.float("SPECPORTAL_VERDICT_DELAY_SECONDS", default=5.0)
+SPECPORTAL_VERDICT_STALE_SECONDS = env.float("SPECPORTAL_VERDICT_STALE_SECONDS", default=20.0)
+
 # Where the approvals' evidence rules read an experiment's current verdict (approvals.verdict_source).
 SPECPORTAL_VERDICT_SOURCE = env.str(
     "SPECPORTAL_VERDICT_SOURCE", default="approvals.verdict_source.from_verdicts_app"

@@ -73,3 +73,18 @@ class CellVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload}/{self.load} {self.arm_id}: {self.state}"
+
+
+class VerdictRequest(models.Model):
+    """How many times an experiment's verdict was asked for (one per run that ended or was
+    re-queued). A recomputation task carries the count it was published with: while runs keep
+    landing, a task overtaken by a newer request skips (the newer one computes on more runs),
+    so the worker computes once per burst instead of once per run."""
+
+    experiment = models.OneToOneField(
+        "experiments.Experiment", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    requested = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"verdict of experiment {self.experiment_id} requested {self.requested} times"

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
 
 import notifications
 from experiments.models import Experiment
 from verdicts import selectors
-from verdicts.models import CandidateVerdict, CellVerdict, Verdict
+from verdicts.models import CandidateVerdict, CellVerdict, Verdict, VerdictRequest
 
 
 def _states(document: dict[str, Any]) -> dict[str, Any]:
@@ -120,3 +124,28 @@ def verdict_current_id(*, experiment_id: int) -> int | None:
         .values_list("pk", flat=True)
         .first()
     )
+
+
+def verdict_request_note(*, experiment_id: int) -> int:
+    """Count one more request for the experiment's verdict; the count the task carries."""
+    with transaction.atomic():
+        VerdictRequest.objects.get_or_create(experiment_id=experiment_id)
+        VerdictRequest.objects.filter(pk=experiment_id).update(requested=F("requested") + 1)
+        return int(
+            VerdictRequest.objects.filter(pk=experiment_id).values_list("requested", flat=True)[0]
+        )
+
+
+def verdict_request_overtaken(*, experiment_id: int, request: int) -> bool:
+    """True when a newer request than ``request`` is pending and the stored verdict is fresh
+    enough (``SPECPORTAL_VERDICT_STALE_SECONDS``) to wait for it: the newer task computes on more
+    runs. The last request of a burst is never overtaken, so the final verdict is always computed."""
+    latest = (
+        VerdictRequest.objects.filter(pk=experiment_id).values_list("requested", flat=True).first()
+    )
+    if latest is None or latest <= request:
+        return False
+    stale_after = timedelta(seconds=settings.SPECPORTAL_VERDICT_STALE_SECONDS)
+    return Verdict.objects.filter(
+        experiment_id=experiment_id, computed_at__gte=timezone.now() - stale_after
+    ).exists()

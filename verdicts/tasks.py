@@ -12,8 +12,12 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(name="verdicts.verdict_recompute_task", acks_late=True)  # type: ignore[untyped-decorator]
-def verdict_recompute_task(experiment_id: int) -> int | None:
+def verdict_recompute_task(experiment_id: int, request: int | None = None) -> int | None:
     previous = services.verdict_current_id(experiment_id=experiment_id)
+    if request is not None and services.verdict_request_overtaken(
+        experiment_id=experiment_id, request=request
+    ):
+        return previous  # a newer request's task computes on more runs
     verdict = services.verdict_recompute(experiment_id=experiment_id)
     if verdict is not None and verdict.pk != previous:
         # The pages' figures mark each load point with its verdict: redraw what depends on it.

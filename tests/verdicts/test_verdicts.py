@@ -25,7 +25,7 @@ from runs.models import Run
 from tests.fixtures import Setup, api_as, create_kwargs
 from tests.specportal.cli.results import result
 from verdicts import dispatch
-from verdicts.models import CandidateVerdict, CellVerdict, Verdict
+from verdicts.models import CandidateVerdict, CellVerdict, Verdict, VerdictRequest
 from verdicts.selectors import experiment_input
 from verdicts.services import verdict_recompute
 
@@ -219,6 +219,37 @@ def test_no_verdict_before_any_run_and_bad_requests_change_nothing(setup: Setup)
     assert Verdict.objects.count() == 0
 
 
+def test_bad_requests_to_a_stored_verdict_are_refused_in_the_error_shape_and_change_nothing(
+    setup: Setup,
+) -> None:
+    experiment = _experiment(setup)
+    _run_all(experiment)
+    verdict = verdict_recompute(experiment_id=experiment.pk)
+    assert verdict is not None
+    stored = [
+        list(model.objects.order_by("pk").values())
+        for model in (Verdict, CandidateVerdict, CellVerdict)
+    ]
+    api = api_as(setup.experimenter)
+    for path in ("verdict", "verdicts"):
+        url = f"/api/v1/experiments/{experiment.pk}/{path}/"
+        for method in ("post", "put", "patch", "delete"):
+            answer = getattr(api, method)(url, {"state": "KEEP"}, format="json")
+            assert answer.status_code == 405, (method, url)
+            assert answer.json()["error"]["code"] == "method_not_allowed"
+        filtered = api.get(url, {"arm": "eagle3"})
+        assert filtered.status_code == 400
+        assert "arm" in filtered.json()["error"]["fields"]
+        anonymous = Client().get(url)
+        assert anonymous.status_code in (401, 403)
+        assert "error" in anonymous.json()
+    after = [
+        list(model.objects.order_by("pk").values())
+        for model in (Verdict, CandidateVerdict, CellVerdict)
+    ]
+    assert after == stored
+
+
 def test_the_plan_says_the_fewest_repetitions_at_which_the_family_can_decide(setup: Setup) -> None:
     experiment = _experiment(setup, repetitions=3)
     plan = api_as(setup.viewer).get(f"/api/v1/experiments/{experiment.pk}/plan/").json()
@@ -263,6 +294,56 @@ def test_the_task_stores_a_new_verdict_and_redraws_the_pages_figures(
     assert redrawn == [experiment.pk]
     assert verdict_recompute_task(experiment.pk) == first  # unchanged: nothing redrawn
     assert redrawn == [experiment.pk]
+
+
+def test_runs_landing_together_share_one_computation_and_the_last_request_always_computes(
+    setup: Setup,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from verdicts import services as verdict_services
+    from verdicts.tasks import verdict_recompute_task
+
+    monkeypatch.setattr("experiments.figures.experiment_figures_refresh", lambda **kwargs: [])
+    computed: list[int] = []
+    real = verdict_services.verdict_recompute
+
+    def counting(*, experiment_id: int) -> Verdict | None:
+        computed.append(experiment_id)
+        return real(experiment_id=experiment_id)
+
+    monkeypatch.setattr(verdict_services, "verdict_recompute", counting)
+    experiment = _experiment(setup)
+    _run_all(experiment)
+    runs = Run.objects.filter(experiment=experiment).count()
+    for run in Run.objects.filter(experiment=experiment):  # what each run's end asks for
+        dispatch.on_run_changed(Run, experiment_id=experiment.pk, run_id=run.pk)
+    assert VerdictRequest.objects.get(pk=experiment.pk).requested == runs
+    # no verdict yet: even an overtaken request computes (there is nothing fresh to wait for)
+    first = verdict_recompute_task(experiment.pk, request=1)
+    assert first is not None
+    assert computed == [experiment.pk]
+    # a fresh verdict and a newer request pending: the overtaken task skips
+    assert verdict_recompute_task(experiment.pk, request=runs - 1) == first
+    assert computed == [experiment.pk]
+    # the newest request computes (here: nothing changed, so the same verdict)
+    assert verdict_recompute_task(experiment.pk, request=runs) == first
+    assert computed == [experiment.pk, experiment.pk]
+    # a stale verdict is not waited on: the overtaken task computes too
+    settings.SPECPORTAL_VERDICT_STALE_SECONDS = 0.0
+    verdict_recompute_task(experiment.pk, request=1)
+    assert len(computed) == 3
+    # what is published: the request's count, a little later
+    sent: list[tuple[list[Any], dict[str, Any]]] = []
+    monkeypatch.setattr(
+        "specportal.celery_app.app.send_task",
+        lambda name, args=None, kwargs=None, **kw: sent.append((list(args), {**kwargs, **kw})),
+    )
+    settings.SPECPORTAL_VERDICT_DELAY_SECONDS = 1.5
+    with django_capture_on_commit_callbacks(execute=True):
+        dispatch.recompute_later(experiment.pk)
+    assert sent == [([experiment.pk], {"request": runs + 1, "countdown": 1.5})]
 
 
 def test_a_candidate_whose_engine_never_starts_drops_but_a_lost_upload_does_not(
