@@ -104,6 +104,12 @@ def _arm_specs(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
             raise CliError(f"arm {label!r} is given twice")
         if not files:
             raise CliError(f"arm {label!r} names no file")
+        # One file is one run of one arm: the same run counted twice (or in two arms) would make
+        # an identical pair look like evidence.
+        for path in files:
+            owner = next((a for a, paths in arms if path in paths), None)
+            if owner is not None or files.count(path) > 1:
+                raise CliError(f"{path}: given twice (to arm {owner or label!r} and {label!r})")
         arms.append((label, files))
     if len(arms) < 2:
         raise CliError(

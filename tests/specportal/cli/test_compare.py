@@ -297,6 +297,60 @@ def test_bad_arms_are_refused_in_one_line(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("empty", "empty.json: the file is empty: not a result file this command reads"),
+        ("truncated", "truncated.json: line 1: not valid JSON"),
+        ("gzip", "broken.json.gz: truncated gzip file: not a result file"),
+        ("cell", "--cell 'chatc1': use WORKLOAD/LOAD (e.g. chat/c32)"),
+        ("config_arm", "--config ngram: no such arm (arms: baseline, eagle3)"),
+        ("config_document", "cfg.json: schema: required (use 1)"),
+        ("objectives_json", "objectives.json: not JSON (line 1"),
+        ("objectives_missing", "nowhere.json: no such file"),
+        ("same_file", "given twice (to arm 'baseline' and 'eagle3')"),
+    ],
+)
+def test_bad_files_and_options_are_refused_in_one_line_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, message: str
+) -> None:
+    base = write_runs(tmp_path, "baseline", 2)
+    cand = write_runs(tmp_path, "eagle3", 2)
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "truncated.json").write_text('{"schema": "specportal-result", "summ')
+    (tmp_path / "broken.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    (tmp_path / "cfg.json").write_text('{"engine": "vllm"}')
+    obj = objectives(tmp_path, THROUGHPUT)
+    argv = {
+        "empty": ["--objectives", obj, arm("baseline", base), f"eagle3={tmp_path / 'empty.json'}"],
+        "truncated": ["--objectives", obj, arm("baseline", base),
+                      f"eagle3={tmp_path / 'truncated.json'}"],
+        "gzip": ["--objectives", obj, arm("baseline", base),
+                 f"eagle3={tmp_path / 'broken.json.gz'}"],
+        "cell": ["--objectives", obj, "--cell", "chatc1", arm("baseline", base),
+                 arm("eagle3", cand)],
+        "config_arm": ["--objectives", obj, "--config", f"ngram={tmp_path / 'cfg.json'}",
+                       arm("baseline", base), arm("eagle3", cand)],
+        "config_document": ["--objectives", obj, "--config", f"eagle3={tmp_path / 'cfg.json'}",
+                            arm("baseline", base), arm("eagle3", cand)],
+        "objectives_json": ["--objectives", obj, arm("baseline", base), arm("eagle3", cand)],
+        "objectives_missing": ["--objectives", str(tmp_path / "nowhere.json"),
+                               arm("baseline", base), arm("eagle3", cand)],
+        "same_file": ["--objectives", obj, arm("baseline", base), f"eagle3={base[0]}"],
+    }[case]  # fmt: skip
+    if case == "objectives_json":
+        Path(obj).write_text("{objectives")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code, out, err = compare(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    # nothing written, nothing changed
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_plan_says_the_fewest_repetitions_before_any_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
