@@ -39,6 +39,21 @@ def verdict_document(*, experiment_id: int) -> dict[str, Any] | None:
     return None if verdict is None else verdict_as_document(verdict)
 
 
+def verdict_final_document(*, experiment_id: int) -> dict[str, Any] | None:
+    """The current verdict document when it stands on every run of the experiment that has
+    ended (done or failed), else None: the worker has not caught up with the last run yet."""
+    verdict = Verdict.objects.filter(experiment_id=experiment_id).order_by("-id").first()
+    if verdict is None:
+        return None
+    ended = set(
+        Run.objects.filter(experiment_id=experiment_id, status__in=INPUT_STATES).values_list(
+            "pk", "attempt"
+        )
+    )
+    used = {(entry["run"], entry["attempt"]) for entry in verdict.inputs}
+    return verdict_as_document(verdict) if used == ended else None
+
+
 def verdict_as_document(verdict: Verdict) -> dict[str, Any]:
     """The stored document with the row's own id and predecessor filled in."""
     document: dict[str, Any] = dict(verdict.document)

@@ -34,7 +34,7 @@ from tests.experiments.test_pages import (
 )
 from tests.fixtures import OBJECTIVES, Setup
 from tests.harness import process_logs, wait_for
-from verdicts.selectors import verdict_document
+from verdicts.selectors import verdict_document, verdict_final_document
 
 __all__ = ["browser", "site"]
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
@@ -75,7 +75,7 @@ def test_an_experimenter_proposes_a_manager_approves_and_the_deployment_moves(
         description="demo: evidence from emulated hosts",
     )
     wait_for(
-        lambda: verdict_document(experiment_id=experiment.pk) is not None,
+        lambda: verdict_final_document(experiment_id=experiment.pk) is not None,
         120,
         "the experiment's stored verdict",
         process_logs(site["processes"]),

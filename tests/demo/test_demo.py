@@ -1,11 +1,14 @@
 """The README's main command, for real: an embedded demo that runs an experiment to completion.
 
-Runs ``manage.py demo --exit-when-done --quick`` as a new user would (no PostgreSQL, no Redis: SQLite
-and the embedded broker in a fresh data directory) and reads the demo's own database afterwards.
+Runs ``manage.py demo --exit-when-done`` as a new user would (no PostgreSQL, no Redis: SQLite and
+the embedded broker in a fresh data directory) and reads the demo's own database afterwards: the
+runs, the stored verdict telling the seeds' story cell by cell, the change request it backs and
+the audit chain.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -17,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(720)]
 
 
 def _free_port() -> int:
@@ -41,7 +44,6 @@ def test_demo_runs_the_example_experiment_to_completion_on_embedded_defaults(
             "manage.py",
             "demo",
             "--exit-when-done",
-            "--quick",
             "--port",
             str(_free_port()),
         ],
@@ -49,7 +51,7 @@ def test_demo_runs_the_example_experiment_to_completion_on_embedded_defaults(
         env=env,
         capture_output=True,
         text=True,
-        timeout=540,
+        timeout=660,
     )
     logs = "\n".join(
         f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
@@ -62,10 +64,11 @@ def test_demo_runs_the_example_experiment_to_completion_on_embedded_defaults(
         statuses = db.execute("SELECT status, count(*) FROM runs_run GROUP BY status").fetchall()
         records = db.execute("SELECT count(*) FROM runs_requestrecord").fetchone()[0]
         hosts = db.execute("SELECT name, emulated FROM hosts_gpuhost ORDER BY name").fetchall()
-    # three arms × two categories × two loads, one repetition: every run done, records kept
-    assert statuses == [("done", 12)]
-    assert records == 2 * 3 * (4 + 16)
+    # three arms × two categories × two loads × six repetitions: every run done, records kept
+    assert statuses == [("done", 72)]
+    assert records == 2 * 3 * 6 * (20 + 128)
     assert hosts == [("emu-1", 1), ("emu-2", 1)]
+    _assert_the_story(tmp_path / "specportal.sqlite3", done.stdout)
     # a demo deployment, and one open change request backed by the experiment, labelled demo
     assert "A demo change request backed by it, awaiting a manager:" in done.stdout
     with sqlite3.connect(tmp_path / "specportal.sqlite3") as db:
@@ -94,3 +97,43 @@ def test_demo_runs_the_example_experiment_to_completion_on_embedded_defaults(
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "audit chain intact" in verify.stdout
     assert "the log's head" in verify.stdout
+
+
+def _assert_the_story(database: Path, stdout: str) -> None:
+    """The stored verdict (the final one: it stands on all 72 runs) tells the seeds' story."""
+    with sqlite3.connect(database) as db:
+        (raw,) = db.execute("SELECT document FROM verdicts_verdict ORDER BY id DESC").fetchone()
+    verdict = json.loads(raw)
+    assert len(verdict["inputs"]) == 72
+    assert verdict["emulated_label"] == "emulated: demonstrates SpecPortal, not evidence"
+    # six repetitions are the fewest at which this family of 16 can decide at all
+    assert verdict["method"]["family_size"] == 16
+    assert verdict["method"]["min_repetitions"] == 6
+    states = {
+        (cell["workload"], cell["load"], entry["arm"]): entry["state"]
+        for cell in verdict["cells"]
+        for entry in cell["candidates"]
+    }
+    # quiet: EAGLE-3 keeps on both workloads; n-gram keeps on code and drops on chat (its
+    # prompt rarely matches a chat answer: per-token time falls far short of 1.5x)
+    assert states[("chat", "c1", "eagle3")] == "KEEP"
+    assert states[("code", "c1", "eagle3")] == "KEEP"
+    assert states[("code", "c1", "ngram")] == "KEEP"
+    assert states[("chat", "c1", "ngram")] == "DROP"
+    # busy: the verify tokens cost what the drafts save; no candidate keeps at c128
+    for workload in ("chat", "code"):
+        for arm in ("ngram", "eagle3"):
+            assert states[(workload, "c128", arm)] in ("DROP", "INCONCLUSIVE"), states
+    candidates = {c["arm"]: c for c in verdict["candidates"]}
+    assert candidates["ngram"]["workloads"]["chat"] == "DROP"
+    assert all(c["state"] != "KEEP" for c in candidates.values())
+    # EAGLE-3 at c1: chunk gaps grow (each step pays its draft passes) while TPOT falls
+    flags = {
+        (cell["workload"], cell["load"], entry["arm"]): {f["name"] for f in entry["flags"]}
+        for cell in verdict["cells"]
+        for entry in cell["candidates"]
+    }
+    assert "itl_up_tpot_down" in flags[("chat", "c1", "eagle3")]
+    # the terminal says it too
+    assert "The verdict (emulated: demonstrates SpecPortal, not evidence): 16 tests" in stdout
+    assert "  ngram: chat DROP" in stdout
