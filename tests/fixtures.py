@@ -113,6 +113,34 @@ def setup(db: None) -> Setup:
     return Setup(baseline, ngram, eagle, [h1, h2], {"gpu-a": t1, "gpu-b": t2}, experimenter, viewer)
 
 
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, str]]:
+    """The runs' doorbells, recorded instead of published: tests check the database. Ingestion
+    is not queued either; a test ingests by calling the task or the service itself."""
+    sent: list[tuple[int, int, str]] = []
+    monkeypatch.setattr(
+        "runs.dispatch.publish",
+        lambda *, run_id, attempt, host: sent.append((run_id, attempt, host)),
+    )
+    monkeypatch.setattr("runs.dispatch.ingest", lambda *, upload_id: None)
+    return sent
+
+
+def seeds_story_body(s: Setup) -> dict[str, Any]:
+    """An experiment's creation request over the API: three arms on two hosts, the seeds' story."""
+    return {
+        "name": "seeds story",
+        "baseline": s.baseline.pk,
+        "candidates": [s.ngram.pk, s.eagle.pk],
+        "labels": ["baseline", "ngram", "eagle3"],
+        "workloads": WORKLOADS,
+        "loads": LOADS,
+        "objectives": OBJECTIVES,
+        "hosts": ["gpu-a", "gpu-b"],
+        "repetitions": 2,
+    }
+
+
 def api_as(user: User) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_rotate(user=user)}")

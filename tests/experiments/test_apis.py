@@ -6,45 +6,20 @@ import pytest
 
 from experiments.models import Experiment
 from tests.fixtures import (
-    LOADS,
-    OBJECTIVES,
-    WORKLOADS,
     Setup,
     api_as,
+    seeds_story_body,
 )
 
-
-@pytest.fixture(autouse=True)
-def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, str]]:
-    sent: list[tuple[int, int, str]] = []
-    monkeypatch.setattr(
-        "runs.dispatch.publish",
-        lambda *, run_id, attempt, host: sent.append((run_id, attempt, host)),
-    )
-    # ingestion is checked by calling the task function directly
-    monkeypatch.setattr("runs.dispatch.ingest", lambda *, upload_id: None)
-    return sent
-
-
-def _body(s: Setup) -> dict[str, Any]:
-    return {
-        "name": "seeds story",
-        "baseline": s.baseline.pk,
-        "candidates": [s.ngram.pk, s.eagle.pk],
-        "labels": ["baseline", "ngram", "eagle3"],
-        "workloads": WORKLOADS,
-        "loads": LOADS,
-        "objectives": OBJECTIVES,
-        "hosts": ["gpu-a", "gpu-b"],
-        "repetitions": 2,
-    }
+# Every test here records the doorbells instead of ringing them (tests/fixtures.py).
+pytestmark = pytest.mark.usefixtures("published")
 
 
 def test_experiment_api_creates_plans_and_starts(
     setup: Setup, django_capture_on_commit_callbacks: Any
 ) -> None:
     api = api_as(setup.experimenter)
-    created = api.post("/api/v1/experiments/", _body(setup), format="json")
+    created = api.post("/api/v1/experiments/", seeds_story_body(setup), format="json")
     assert created.status_code == 201
     experiment_id = created.json()["id"]
     plan = api.post(f"/api/v1/experiments/{experiment_id}/plan/").json()
@@ -67,11 +42,11 @@ def test_experiment_api_roles_and_error_shape(setup: Setup) -> None:
     assert anonymous.get("/api/v1/experiments/").status_code == 401
     viewer = api_as(setup.viewer)
     assert viewer.get("/api/v1/experiments/").status_code == 200
-    refused = viewer.post("/api/v1/experiments/", _body(setup), format="json")
+    refused = viewer.post("/api/v1/experiments/", seeds_story_body(setup), format="json")
     assert refused.status_code == 403
     bad = api_as(setup.experimenter).post(
         "/api/v1/experiments/",
-        {**_body(setup), "loads": [{"name": "c8", "concurrency": 8}]},
+        {**seeds_story_body(setup), "loads": [{"name": "c8", "concurrency": 8}]},
         format="json",
     )
     assert bad.status_code == 400
@@ -81,7 +56,7 @@ def test_experiment_api_roles_and_error_shape(setup: Setup) -> None:
 def test_creating_an_experiment_with_a_misspelt_key_is_refused_with_a_suggestion(
     setup: Setup,
 ) -> None:
-    body = _body(setup)
+    body = seeds_story_body(setup)
     body["nmae"] = body.pop("name")
     refused = api_as(setup.experimenter).post("/api/v1/experiments/", body, format="json")
     assert refused.status_code == 400
@@ -93,7 +68,9 @@ def test_creating_an_experiment_with_a_misspelt_key_is_refused_with_a_suggestion
 
 def test_starting_with_an_unknown_key_is_refused(setup: Setup) -> None:
     api = api_as(setup.experimenter)
-    experiment_id = api.post("/api/v1/experiments/", _body(setup), format="json").json()["id"]
+    experiment_id = api.post("/api/v1/experiments/", seeds_story_body(setup), format="json").json()[
+        "id"
+    ]
     refused = api.post(
         f"/api/v1/experiments/{experiment_id}/start/",
         {"lint_overide_reason": "known"},

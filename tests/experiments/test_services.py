@@ -22,16 +22,8 @@ from specportal.protocol import Progress
 from tests.fixtures import BASELINE, Setup, create_kwargs
 from tests.specportal.protocol.documents import envelope_dict, result_dict
 
-
-@pytest.fixture(autouse=True)
-def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, str]]:
-    """Service tests check the database; the doorbell is recorded instead of published."""
-    published: list[tuple[int, int, str]] = []
-    monkeypatch.setattr(
-        "runs.dispatch.publish",
-        lambda *, run_id, attempt, host: published.append((run_id, attempt, host)),
-    )
-    return published
+# Every test here records the doorbells instead of ringing them (tests/fixtures.py).
+pytestmark = pytest.mark.usefixtures("published")
 
 
 def test_create_refuses_arms_that_differ_beyond_the_proposal_with_the_diff(setup: Setup) -> None:

@@ -12,44 +12,19 @@ from experiments.models import Experiment
 from runs.models import RequestRecord, Run
 from runs.tasks import upload_ingest_task
 from tests.fixtures import (
-    LOADS,
-    OBJECTIVES,
-    WORKLOADS,
     Setup,
     agent_as,
     api_as,
+    seeds_story_body,
 )
 
-
-@pytest.fixture(autouse=True)
-def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, str]]:
-    sent: list[tuple[int, int, str]] = []
-    monkeypatch.setattr(
-        "runs.dispatch.publish",
-        lambda *, run_id, attempt, host: sent.append((run_id, attempt, host)),
-    )
-    # ingestion is checked by calling the task function directly
-    monkeypatch.setattr("runs.dispatch.ingest", lambda *, upload_id: None)
-    return sent
-
-
-def _body(s: Setup) -> dict[str, Any]:
-    return {
-        "name": "seeds story",
-        "baseline": s.baseline.pk,
-        "candidates": [s.ngram.pk, s.eagle.pk],
-        "labels": ["baseline", "ngram", "eagle3"],
-        "workloads": WORKLOADS,
-        "loads": LOADS,
-        "objectives": OBJECTIVES,
-        "hosts": ["gpu-a", "gpu-b"],
-        "repetitions": 2,
-    }
+# Every test here records the doorbells instead of ringing them (tests/fixtures.py).
+pytestmark = pytest.mark.usefixtures("published")
 
 
 def _started(s: Setup, django_capture_on_commit_callbacks: Any) -> int:
     api = api_as(s.experimenter)
-    created = api.post("/api/v1/experiments/", _body(s), format="json")
+    created = api.post("/api/v1/experiments/", seeds_story_body(s), format="json")
     assert created.status_code == 201, created.json()
     experiment_id = int(created.json()["id"])
     with django_capture_on_commit_callbacks(execute=True):
