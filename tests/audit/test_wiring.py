@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from accounts import roles
+from accounts.models import ApiToken
 from accounts.services import api_token_rotate, user_create_or_update
 from audit.models import AuditEvent
 from audit.selectors import events_for
@@ -122,7 +123,7 @@ def test_role_changes_and_api_tokens(setup: Setup) -> None:
         ["manager"],
     )
     key = api_token_rotate(user=user)
-    token = user.api_tokens.get()
+    token = ApiToken.objects.get(user=user)
     create = events_for(token).get(action="api_token.create")
     assert key not in str(create.after)
     assert token.token_hash not in str(create.after)
