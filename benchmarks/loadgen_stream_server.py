@@ -4,7 +4,10 @@
 chunk and ``[DONE]``). Chunk ``k`` of request ``i`` (``x-request-id`` ending in ``-i``) is written at
 ``arrival + phase_i + k · period``, where ``phase_i = (i mod 64) · period / 64`` when the body says
 ``"bench_stagger": true`` (staggered schedules) and 0 otherwise (aligned bursts); ``period`` is the
-body's ``bench_period_ms`` (0: write as fast as possible, yielding to the loop between chunks).
+body's ``bench_period_ms`` (0: write as fast as possible, yielding to the loop between writes).
+``"bench_bunch": B`` hands B chunks to the kernel in one write (a server that batches its output,
+or a client that reads behind: many events per network read); ``"bench_record": false`` keeps no
+write times (long throughput runs).
 The server records ``time.perf_counter()`` right before handing each chunk to the kernel — the same
 system-wide monotonic clock as the client's — and ``GET /writes`` returns and clears them.
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import multiprocessing
 import signal
@@ -37,6 +41,12 @@ def _chunk(k: int, n: int) -> bytes:
     ).encode()
 
 
+@functools.lru_cache(maxsize=64)
+def _chunks(n: int) -> tuple[bytes, ...]:
+    """A stream's chunks, built once per length (the server's core is the benchmark's budget)."""
+    return tuple(_chunk(k, n) for k in range(n))
+
+
 async def completions(request: web.Request) -> web.StreamResponse:
     arrived = time.perf_counter()
     body: dict[str, Any] = await request.json()
@@ -45,20 +55,25 @@ async def completions(request: web.Request) -> web.StreamResponse:
     rid = request.headers.get("x-request-id", "x-0")
     index = int(rid.rsplit("-", 1)[-1]) if rid.rsplit("-", 1)[-1].isdigit() else 0
     phase = (index % 64) * period / 64 if body.get("bench_stagger") else 0.0
+    bunch = max(1, int(body.get("bench_bunch", 1)))
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    writes = WRITES.setdefault(rid, [])
+    writes: list[float] = WRITES.setdefault(rid, []) if body.get("bench_record", True) else []
     perf = time.perf_counter
-    for k in range(n):
+    chunks = _chunks(n)
+    for first in range(0, n, bunch):
         if period > 0:
-            delay = arrived + phase + k * period - perf()
+            delay = arrived + phase + first * period - perf()
             if delay > 0:
                 await asyncio.sleep(delay)
         else:
             await asyncio.sleep(0)
+        last = min(n, first + bunch)
+        data = b"".join(chunks[first:last])
         # Stamped just before the bytes go to the kernel: the client cannot see them earlier.
-        writes.append(perf())
-        await resp.write(_chunk(k, n))
+        now = perf()
+        writes.extend([now] * (last - first))
+        await resp.write(data)
     await resp.write(
         b'data: {"id":"cmpl-b","object":"text_completion","created":1,"model":"m","choices":[],'
         b'"usage":{"prompt_tokens":8,"total_tokens":' + str(8 + n).encode() + b","

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from bisect import bisect_left
-from dataclasses import dataclass, field
+from array import array
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
+import numpy as np
 
 from specportal.loadgen.connections import CURRENT_ATTEMPT, Attempt, Sessions, SocketStampingHandler
 from specportal.loadgen.endpoints import EndpointKind, parse_stream
@@ -25,32 +26,51 @@ from specportal.loadgen.sse import split_events
 _ERROR_BODY_LIMIT = 500
 
 
-@dataclass
 class RawStream:
-    """What the timing loop keeps: each network read and its ``perf_counter()`` arrival."""
+    """What the timing loop keeps of one response body, compact until it is parsed.
 
-    times: list[float] = field(default_factory=list)
-    reads: list[bytes] = field(default_factory=list)
-    # (perf_counter, body bytes received so far) per socket read, from the protocol (see
-    # ``SocketStampingHandler``); None when the connection's protocol could not stamp.
-    socket_stamps: list[tuple[float, int]] | None = None
+    ``data`` holds the body's bytes as they came (one growing buffer, not an object per read),
+    ``times`` the ``perf_counter()`` after each read and ``ends`` the offset just past that read's
+    bytes; ``socket_times``/``socket_ends`` are the protocol's stamps of the socket reads (see
+    ``SocketStampingHandler``), None when the connection's protocol could not stamp. Buffers and
+    arrays of doubles hold no Python objects, so the garbage collector has nothing to walk here
+    however long the run.
+    """
+
+    __slots__ = ("data", "ends", "socket_ends", "socket_times", "times")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.times = array("d")
+        self.ends = array("q")
+        self.socket_times: array[float] | None = None
+        self.socket_ends: array[int] | None = None
+
+    @classmethod
+    def of(cls, times: Sequence[float], reads: Sequence[bytes]) -> RawStream:
+        """A stream from its reads and their times (tests, tools)."""
+        raw = cls()
+        for t, data in zip(times, reads, strict=True):
+            raw.data += data
+            raw.times.append(t)
+            raw.ends.append(len(raw.data))
+        return raw
 
     @property
     def size(self) -> int:
-        return sum(len(r) for r in self.reads)
+        return len(self.data)
 
-    def arrival_times(self) -> tuple[list[float], str]:
+    def arrival_times(self) -> tuple[np.ndarray, str]:
         """Each read's arrival: the socket read that delivered its last byte, else the read."""
-        stamps = self.socket_stamps
-        if not stamps:
-            return list(self.times), "read"
-        received = [n for _, n in stamps]
-        out: list[float] = []
-        end = 0
-        for read, t_read in zip(self.reads, self.times, strict=True):
-            end += len(read)
-            i = bisect_left(received, end)
-            out.append(min(stamps[i][0], t_read) if i < len(stamps) else t_read)
+        times = np.frombuffer(self.times, dtype=np.float64)
+        if not self.socket_ends or self.socket_times is None:
+            return times, "read"
+        stamp_ends = np.frombuffer(self.socket_ends, dtype=np.int64)
+        stamp_times = np.frombuffer(self.socket_times, dtype=np.float64)
+        i = np.searchsorted(stamp_ends, np.frombuffer(self.ends, dtype=np.int64), side="left")
+        found = i < len(stamp_ends)
+        out = times.copy()
+        out[found] = np.minimum(stamp_times[i[found]], times[found])
         return out, "socket"
 
 
@@ -100,7 +120,8 @@ async def stream_request(
     that parsing never delays the timestamps of other streams still in flight.
     """
     times = raw.times
-    reads = raw.reads
+    ends = raw.ends
+    buf = raw.data
     perf = time.perf_counter
     try:
         async with await _post(sessions, url, body, headers, record, t0) as resp:
@@ -119,14 +140,17 @@ async def stream_request(
                 isinstance(protocol, SocketStampingHandler)
                 and protocol.stamped_payload is resp.content
             ):
-                raw.socket_stamps = protocol.stamps  # this body's list, kept after reuse
+                # This body's arrays: the protocol starts new ones for the next body.
+                raw.socket_times = protocol.stamp_times
+                raw.socket_ends = protocol.stamp_ends
             readany = resp.content.readany
             while True:
                 data = await readany()
                 if not data:
                     break
                 times.append(perf())
-                reads.append(data)
+                buf += data
+                ends.append(len(buf))
             if times:
                 record.done_time = times[-1] - t0
     except asyncio.CancelledError:
@@ -154,13 +178,12 @@ async def stream_request(
 def finish_record(record: RequestRecord, kind: EndpointKind, raw: RawStream, t0: float) -> None:
     """Split and parse the raw stream into the record's chunks, tokens, usage and outcome."""
     times, record.timestamp_source = raw.arrival_times()
-    reads = raw.reads
-    record.read_count = len(reads)
-    if reads:
-        record.done_time = times[-1] - t0
+    record.read_count = len(raw.ends)
+    if len(times):
+        record.done_time = float(times[-1]) - t0
     if record.error_kind == "http_status":
         return
-    events, tail = split_events([t - t0 for t in times], reads)
+    events, tail = split_events(times - t0, raw.data, raw.ends)
     parsed = parse_stream(kind, events)
     record.chunk_times = parsed.chunk_times
     record.chunk_tokens = parsed.chunk_tokens

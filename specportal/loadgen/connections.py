@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import time
 import weakref
+from array import array
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -33,28 +34,43 @@ class SocketStampingHandler(ResponseHandler):
 
     ``data_received`` runs from the selector callback, before any waiting coroutine resumes: in a
     burst where many streams become readable at once, the last coroutine to resume would
-    otherwise stamp its read after all the others ran. The stamps are kept per response body
-    (a new list for each body on a kept-alive connection). ``received`` counts every byte the
-    connection ever received (``Attempt`` tells from it whether a response had begun).
+    otherwise stamp its read after all the others ran. The stamps are kept per response body (new
+    arrays for each body on a kept-alive connection): ``stamp_times`` (``perf_counter()``) and
+    ``stamp_ends`` (body bytes received by then), compact arrays rather than a tuple per read, so
+    that a run's stamps are a few buffers the garbage collector never walks. ``received`` counts
+    every byte the connection ever received (``Attempt`` tells from it whether a response began).
+
+    aiohttp also calls ``data_received(b"")`` when it resumes reading (once per HTTP chunk it
+    hands out of a bunched read): no bytes arrived then, so nothing is stamped; bytes the parser
+    releases on such a call came with the last real read, whose stamp is extended over them.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stamped_payload: object | None = None
-        self.stamps: list[tuple[float, int]] = []
+        self.stamp_times = array("d")
+        self.stamp_ends = array("q")
         self.received = 0
 
     def data_received(self, data: bytes) -> None:
+        if not data:
+            super().data_received(data)
+            payload = self._payload
+            if payload is not None and payload is self.stamped_payload and self.stamp_ends:
+                self.stamp_ends[-1] = payload.total_bytes
+            return
         t = time.perf_counter()
         self.received += len(data)
         super().data_received(data)
-        payload = getattr(self, "_payload", None)
+        payload = self._payload
         if payload is None:
             return
         if payload is not self.stamped_payload:
             self.stamped_payload = payload
-            self.stamps = []
-        self.stamps.append((t, payload.total_bytes))
+            self.stamp_times = array("d")
+            self.stamp_ends = array("q")
+        self.stamp_times.append(t)
+        self.stamp_ends.append(payload.total_bytes)
 
 
 @dataclass(slots=True)

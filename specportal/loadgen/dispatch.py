@@ -144,9 +144,13 @@ class Dispatcher:
         self._raw.append((record, raw, t0))
 
     def finish_all(self) -> None:
-        for record, raw, t0 in self._raw:
+        """Parse what was kept, oldest first, each stream's bytes let go as it is parsed (the
+        parsed records and the raw bytes are never all held at once)."""
+        kept = self._raw
+        kept.reverse()
+        while kept:
+            record, raw, t0 = kept.pop()
             finish_record(record, self.config.endpoint_kind, raw, t0)
-        self._raw.clear()
         self._raw_bytes = 0
 
     def _not_sent(self, record: RequestRecord) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import orjson
+
 from specportal.loadgen.sse import Event
 
 EndpointKind = Literal[
@@ -163,14 +165,18 @@ def parse_stream(kind: EndpointKind, events: Sequence[Event]) -> ParsedStream:
 
 
 def _decode(event: Event, out: ParsedStream) -> dict[str, Any] | None:
-    if event.data.strip() == b"[DONE]":
+    data = event[1]
+    if data == b"[DONE]" or (len(data) < 16 and data.strip() == b"[DONE]"):
         out.done = True
         return None
     try:
-        payload = json.loads(event.data)
-    except ValueError:
-        out.malformed += 1
-        return None
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and Python's json reads (NaN, Infinity)
+            payload = json.loads(data)
+        except ValueError:
+            out.malformed += 1
+            return None
     if not isinstance(payload, dict):
         out.malformed += 1
         return None
@@ -189,10 +195,18 @@ def _parse_openai(kind: EndpointKind, events: Sequence[Event], out: ParsedStream
     tentative = False
     last_completion = 0
     texts: list[str] = []
+    loads = orjson.loads
+    chunk_times = out.chunk_times
     for event in events:
-        payload = _decode(event, out)
-        if payload is None:
-            continue
+        # The usual event (a JSON object, no error) decoded here; anything else by ``_decode``.
+        try:
+            payload = loads(event[1])
+        except orjson.JSONDecodeError:
+            payload = None
+        if type(payload) is not dict or "error" in payload or payload.get("object") == "error":
+            payload = _decode(event, out)
+            if payload is None:
+                continue
         usage = payload.get("usage")
         if isinstance(usage, dict):
             out.usage = usage
@@ -204,7 +218,7 @@ def _parse_openai(kind: EndpointKind, events: Sequence[Event], out: ParsedStream
                 texts.append(piece)
             if choice.get("finish_reason") is not None:
                 out.finish_reason = str(choice["finish_reason"])
-            out.chunk_times.append(event.time)
+            chunk_times.append(event[0])
             if one_per_content:
                 tokens.append(1 if piece else 0)
             elif isinstance(usage, dict) and usage.get("completion_tokens") is not None:
@@ -245,7 +259,7 @@ def _parse_sglang(events: Sequence[Event], out: ParsedStream) -> None:
         if isinstance(new_text, str):
             # Cumulative by default; ``--incremental-streaming-output`` sends deltas.
             text = new_text if new_text.startswith(text) else text + new_text
-        out.chunk_times.append(event.time)
+        out.chunk_times.append(event[0])
         if isinstance(meta, dict):
             out.meta_info = meta
             if meta.get("completion_tokens") is not None:
@@ -280,7 +294,7 @@ def _parse_llamacpp_native(events: Sequence[Event], out: ParsedStream) -> None:
         payload = _decode(event, out)
         if payload is None:
             continue
-        out.chunk_times.append(event.time)
+        out.chunk_times.append(event[0])
         content = payload.get("content")
         if isinstance(content, str) and content:
             texts.append(content)

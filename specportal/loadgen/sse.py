@@ -1,7 +1,7 @@
 """Server-sent events, split *after* the stream, from raw reads and their arrival times.
 
 The timing loop only stamps ``time.perf_counter()`` on each network read and keeps the bytes; this
-module turns ``(times, reads)`` into events afterwards. An event's time is the arrival of the read
+module turns ``(times, body, read ends)`` into events afterwards. An event's time is the arrival of the read
 that completed it (its terminating blank line), which is what a client parsing on the fly would see
 (vLLM's ``StreamedResponseHandler`` stamps the read the same way). Events split across reads, several
 events in one read, ``\\r\\n`` line endings and ``:`` comment lines are all handled; an unterminated
@@ -11,49 +11,62 @@ tail (the connection ended mid-event) is reported, not parsed.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import NamedTuple
+
+import numpy as np
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r|\n\r\n|\r\n\n")
 _LINE = re.compile(rb"\r\n|\n|\r")
 
 
-class Event(NamedTuple):
-    """One dispatched SSE event: its ``data`` (lines joined by ``\\n``) and arrival time."""
-
-    time: float
-    data: bytes
+# One dispatched SSE event: ``(arrival time, data)``, its ``data`` lines joined by ``\n``. A plain
+# tuple: a run parses one per chunk, and a named tuple costs several times as much to build.
+Event = tuple[float, bytes]
 
 
-def split_events(times: Sequence[float], reads: Sequence[bytes]) -> tuple[list[Event], bytes]:
-    """``(events with data, unterminated tail)``; events without ``data:`` lines are dropped."""
-    if not reads:
+def split_events(
+    times: Sequence[float] | np.ndarray, data: bytes | bytearray, ends: Sequence[int]
+) -> tuple[list[Event], bytes]:
+    """``(events with data, unterminated tail)``; events without ``data:`` lines are dropped.
+
+    ``data`` is the body as read; read ``i`` arrived at ``times[i]`` and its bytes end at offset
+    ``ends[i]``. An event's time is that of the read holding its terminator's last byte.
+    """
+    if not data:
         return [], b""
-    buf = b"".join(reads)
-    ends = list(accumulate(len(r) for r in reads))  # offset just past each read
-    events: list[Event] = []
-    start = 0
+    buf = bytes(data)
     if b"\r" not in buf:
-        # The common case (vLLM, SGLang, llama.cpp write ``\n\n``): find terminators directly.
-        find = buf.find
-        while (cut := find(b"\n\n", start)) != -1:
-            block, end = buf[start:cut], cut + 2
-            start = end
-            _append(events, block, times[bisect_left(ends, end)])
-        return events, buf[start:]
-    for match in _EVENT_END.finditer(buf):
-        block = buf[start : match.start()]
-        start = match.end()
-        # The read that delivered the last byte of the terminator completed the event.
-        _append(events, block, times[bisect_left(ends, match.end())])
-    return events, buf[start:]
+        # The common case (vLLM, SGLang, llama.cpp write ``\n\n``): one split, one lookup.
+        blocks = buf.split(b"\n\n")
+        tail = blocks.pop()
+        cuts = list(accumulate(len(block) + 2 for block in blocks))
+    else:
+        blocks, cuts = [], []
+        start = 0
+        for match in _EVENT_END.finditer(buf):
+            blocks.append(buf[start : match.start()])
+            start = match.end()
+            cuts.append(start)
+        tail = buf[start:]
+    if not blocks:
+        return [], tail
+    # The first read whose end reaches the terminator's end delivered it.
+    which = np.searchsorted(np.asarray(ends, dtype=np.int64), cuts, side="left")
+    at = np.asarray(times, dtype=np.float64)[which].tolist()
+    events: list[Event] = []
+    append = events.append
+    for block, t in zip(blocks, at, strict=True):
+        if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
+            append((t, block[6:]))  # one ``data:`` line, the usual shape
+        else:
+            _append(events, block, t)
+    return events, tail
 
 
 def _append(events: list[Event], block: bytes, time: float) -> None:
     if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
-        events.append(Event(time, block[6:]))  # one ``data:`` line, the usual shape
+        events.append((time, block[6:]))  # one ``data:`` line, the usual shape
         return
     data_lines = []
     for line in _LINE.split(block):
@@ -61,4 +74,4 @@ def _append(events: list[Event], block: bytes, time: float) -> None:
             value = line[5:]
             data_lines.append(value[1:] if value.startswith(b" ") else value)
     if data_lines:  # comments, retry/id-only blocks and keep-alives carry no data
-        events.append(Event(time, b"\n".join(data_lines)))
+        events.append((time, b"\n".join(data_lines)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from array import array
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from specportal.loadgen import BenchConfig, RequestRecord, run_benchmark
 from specportal.loadgen.client import RawStream
 from specportal.loadgen.endpoints import EndpointKind
-from specportal.loadgen.sse import split_events
+from specportal.loadgen.sse import Event, split_events
 from specportal.workload.items import WorkItem
 
 from .scripted_server import (
@@ -26,10 +27,15 @@ from .scripted_server import (
 )
 
 
+def split_of(times: list[float], reads: list[bytes]) -> tuple[list[Event], bytes]:
+    raw = RawStream.of(times, reads)
+    return split_events(raw.times, raw.data, raw.ends)
+
+
 def test_split_events_across_reads_and_several_per_read() -> None:
     reads = [b'data: {"a"', b": 1}\n\n", b'data: {"b": 2}\n\ndata: {"c": 3}\r\n\r\n', b"data: [DO"]
-    events, tail = split_events([1.0, 2.0, 3.0, 4.0], reads)
-    assert [(e.time, json.loads(e.data)) for e in events] == [
+    events, tail = split_of([1.0, 2.0, 3.0, 4.0], reads)
+    assert [(t, json.loads(data)) for t, data in events] == [
         (2.0, {"a": 1}),  # completed by the second read's blank line
         (3.0, {"b": 2}),
         (3.0, {"c": 3}),
@@ -39,8 +45,8 @@ def test_split_events_across_reads_and_several_per_read() -> None:
 
 def test_split_events_ignores_comments_and_joins_multiline_data() -> None:
     reads = [b': keep-alive\n\nevent: x\ndata: {"a":\ndata: 1}\n\n: ping\n\n']
-    events, tail = split_events([5.0], reads)
-    assert [json.loads(e.data) for e in events] == [{"a": 1}]
+    events, tail = split_of([5.0], reads)
+    assert [json.loads(data) for _, data in events] == [{"a": 1}]
     assert tail == b""
 
 
@@ -271,10 +277,14 @@ def test_without_chunk_token_options_counts_are_unknown_not_guessed() -> None:
 
 
 def test_reads_take_the_socket_stamp_that_delivered_their_last_byte() -> None:
-    raw = RawStream(times=[10.0, 20.0, 30.0], reads=[b"abc", b"defgh", b"ij"])
-    raw.socket_stamps = [(5.0, 2), (8.0, 3), (15.0, 8)]  # the last read's bytes: no stamp
-    assert raw.arrival_times() == ([8.0, 15.0, 30.0], "socket")
-    assert RawStream(times=[1.0], reads=[b"x"]).arrival_times() == ([1.0], "read")
+    raw = RawStream.of([10.0, 20.0, 30.0], [b"abc", b"defgh", b"ij"])
+    # (5.0, 2), (8.0, 3), (15.0, 8): the last read's bytes have no stamp.
+    raw.socket_times = array("d", [5.0, 8.0, 15.0])
+    raw.socket_ends = array("q", [2, 3, 8])
+    times, source = raw.arrival_times()
+    assert (times.tolist(), source) == ([8.0, 15.0, 30.0], "socket")
+    times, source = RawStream.of([1.0], [b"x"]).arrival_times()
+    assert (times.tolist(), source) == ([1.0], "read")
 
 
 def test_chunks_are_stamped_at_the_socket_read() -> None:
