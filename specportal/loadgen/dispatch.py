@@ -29,7 +29,7 @@ from specportal.loadgen.client import RawStream, finish_record, request_headers,
 from specportal.loadgen.connections import Sessions
 from specportal.loadgen.context import Outcome, RunContext
 from specportal.loadgen.endpoints import RequestSpec, build_body
-from specportal.loadgen.health import LoopMonitor
+from specportal.loadgen.health import GcMonitor, LoopMonitor
 from specportal.loadgen.records import RequestRecord
 from specportal.loadgen.scrape import MetricsScraper
 from specportal.workload.items import WorkItem
@@ -321,6 +321,7 @@ async def run_in_process(
             sigint_installed = True
     watcher = asyncio.create_task(run.watch_external_stop())
     monitor = LoopMonitor(ctx.alive)
+    collections = GcMonitor()
     reconnects = 0
     try:
         async with Sessions(run._cap() or 0, config.request_timeout) as sessions:
@@ -342,9 +343,11 @@ async def run_in_process(
             # Everything allocated so far (imports, workload, bodies) is long-lived: moving it to
             # the permanent generation keeps full collections during the run short.
             gc.freeze()
+            collections.start()
             try:
                 await run.dispatch(sessions, t0)
             finally:
+                collections.stop()
                 gc.unfreeze()
             await monitor.stop()
             run.finish_all()
@@ -357,7 +360,7 @@ async def run_in_process(
         if sigint_installed:
             loop.remove_signal_handler(signal.SIGINT)
     return Outcome(run.records, run.warmups, run.stop_reason, run.aborted, t0, run.end,
-                   monitor.lags, {"reconnects": reconnects})  # fmt: skip
+                   monitor.lags, {"reconnects": reconnects, "gc": collections.figures()})  # fmt: skip
 
 
 async def warmup_only(ctx: RunContext) -> list[RequestRecord]:
