@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--junit", metavar="FILE", help="write JUnit XML (GitLab, Jenkins)")
     run.add_argument("--markdown", metavar="FILE", help="write a pull-request comment")
     run.add_argument("--open-change-request", metavar="DEPLOYMENT",
-                     help="not implemented yet: open a change request on KEEP")  # fmt: skip
+                     help="after a KEEP, open a change request moving DEPLOYMENT to the "
+                     "candidate's configuration, the experiment as its evidence "
+                     "(one candidate only)")  # fmt: skip
     for name in ("status", "verdict", "cancel"):
         one = sub.add_parser(name, help=f"{name} of experiment ID")
         one.add_argument("experiment", type=int, metavar="ID")
@@ -107,8 +109,6 @@ def _key(document: bytes, action: str) -> str:
 
 
 def _run(portal: Any, args: argparse.Namespace) -> int:
-    if args.open_change_request:
-        raise CliError("--open-change-request is not implemented yet: open it on the portal")
     try:
         raw = Path(args.document).read_bytes()
         document = json.loads(raw)
@@ -118,6 +118,8 @@ def _run(portal: Any, args: argparse.Namespace) -> int:
         raise CliError(f"{args.document}: not JSON ({exc})") from None
     if not isinstance(document, dict):
         raise CliError(f"{args.document}: the experiment document must be a JSON object")
+    if args.open_change_request:
+        _check_change_request_target(portal, args.open_change_request, document)
     start_options = {k: document.pop(k) for k in ("lint_override_reason",) if k in document}
     created = portal.request("POST", "/api/v1/experiments/", json=document, key=_key(raw, "create"))
     experiment_id = int(created["id"])
@@ -134,7 +136,73 @@ def _run(portal: Any, args: argparse.Namespace) -> int:
     if state["status"] == "cancelled":
         raise Undecided(f"experiment {experiment_id} was cancelled")
     verdict = _verdict_of_every_run(portal, experiment_id, runs, args, deadline)
-    return _report_verdict(portal, args, experiment_id, document.get("context") or {}, verdict)
+    change = None
+    if args.open_change_request and reports.exit_status(verdict)[0] == reports.KEEP:
+        change = _open_change_request(portal, args.open_change_request, created, raw)
+    return _report_verdict(
+        portal, args, experiment_id, document.get("context") or {}, verdict, change
+    )
+
+
+def _check_change_request_target(portal: Any, deployment: str, document: dict[str, Any]) -> None:
+    """Refuse before anything runs: hours of GPU time should not end in "no such deployment"."""
+    from specportal.cli.portal import PortalError
+
+    candidates = document.get("candidates")
+    if not isinstance(candidates, list) or len(candidates) != 1:
+        count = len(candidates) if isinstance(candidates, list) else 0
+        raise CliError(
+            f"--open-change-request needs an experiment of one candidate (this one has {count}):"
+            " with more, which configuration the deployment should move to is not the verdict's"
+            " to say"
+        )
+    try:
+        portal.request("GET", f"/api/v1/deployments/{deployment}/")
+    except PortalError as exc:
+        if exc.status == 404:
+            raise CliError(
+                f"--open-change-request: no deployment named {deployment!r} on {portal.url}"
+            ) from None
+        raise
+
+
+def _open_change_request(
+    portal: Any, deployment: str, experiment: dict[str, Any], raw: bytes
+) -> dict[str, Any]:
+    """The change request "DEPLOYMENT moves to the candidate's configuration", opened at once
+    with the experiment as its evidence (the portal checks the evidence rules as it opens)."""
+    from specportal.cli.portal import PortalError
+
+    [candidate] = [arm for arm in experiment["arms"] if arm["position"] > 0]
+    context = experiment.get("context") or {}
+    where = ", ".join(f"{k} {context[k]}" for k in ("pull_request", "commit", "job_url")
+                      if context.get(k))  # fmt: skip
+    body = {
+        "deployment": deployment,
+        "to_configuration": candidate["configuration"],
+        "reason": f"{candidate['label']} keeps every objective in experiment {experiment['id']}"
+        + (f" ({where})" if where else ""),
+        "evidence": [experiment["id"]],
+        "open": True,
+    }
+    try:
+        change: dict[str, Any] = portal.request(
+            "POST", "/api/v1/change-requests/", json=body, key=_key(raw, "change-request")
+        )
+    except PortalError as exc:
+        raise CliError(
+            f"KEEP, but the change request to {deployment} was not opened: {exc}"
+        ) from None
+    check = change.get("evidence_check") or {}
+    # rules: {"lines": [{"rule", "passed", "message", ...}], "cells": [...]} (approvals.services)
+    lines = (check.get("rules") or {}).get("lines") or []
+    failed = [line for line in lines if not line.get("passed")]
+    print(f"change request {change['id']} {change['state']} on {deployment}: "
+          f"{portal.url}/change-requests/{change['id']}/ (evidence rules "
+          + ("pass)" if check.get("passed") else
+             f"fail: {'; '.join(str(line.get('message') or line.get('rule')) for line in failed)})"),
+          flush=True)  # fmt: skip
+    return change
 
 
 def _verdict_of_every_run(
@@ -241,7 +309,8 @@ def _show(runs: list[dict[str, Any]], seen: set[int], tty: bool) -> None:
 
 
 def _report_verdict(portal: Any, args: argparse.Namespace, experiment_id: int,
-                    context: dict[str, Any], verdict: dict[str, Any] | None = None) -> int:  # fmt: skip
+                    context: dict[str, Any], verdict: dict[str, Any] | None = None,
+                    change: dict[str, Any] | None = None) -> int:  # fmt: skip
     from specportal.cli.portal import PortalError
 
     if verdict is None:
@@ -262,7 +331,7 @@ def _report_verdict(portal: Any, args: argparse.Namespace, experiment_id: int,
             reports.junit_xml(verdict, experiment_url=url), encoding="utf-8"
         )
     text = reports.markdown(verdict, portal_url=portal.url, experiment_id=experiment_id,
-                            context=context)  # fmt: skip
+                            context=context, change_request=change)  # fmt: skip
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

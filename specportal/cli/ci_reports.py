@@ -7,7 +7,9 @@ Pure functions of the document (and links): nothing here talks to the portal.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 from xml.etree import ElementTree as ET
 
 # Exit statuses, as ``specportal compare``: 0 keep, 1 drop, 3 inconclusive, 2 bad input; and 4
@@ -67,43 +69,84 @@ def table(verdict: Mapping[str, Any]) -> str:
 
 def junit_xml(verdict: Mapping[str, Any], *, experiment_url: str | None = None) -> str:
     """One test case per candidate × cell: DROP a failure with its reasons, INCONCLUSIVE skipped
-    with the runs needed, KEEP passed; out-of-scope cells are skipped (no verdict)."""
+    with the repetitions needed, KEEP passed; out-of-scope cells are skipped (no verdict).
+
+    Valid for both schemas CI servers' JUnit readers follow (tests/specportal/cli/fixtures/junit):
+    the strict Ant "JUnit.xsd" (an attribute-less aggregate; each suite with its package, id,
+    zone-less timestamp, hostname, properties, system-out and system-err; at most one outcome
+    and nothing else inside a test case) and Jenkins xUnit's junit-10.xsd. So every case's
+    reasons go in the suite's system-out, and a case's own outcome carries its reasons as text.
+    """
     cases = _cells(verdict)
     failures = sum(1 for _, _, e in cases if e.get("state") == "DROP")
     skipped = sum(1 for _, _, e in cases if e.get("state") != "DROP" and e.get("state") != "KEEP")
-    name = f"specportal experiment {verdict.get('experiment_id')}"
-    suites = ET.Element("testsuites", name=name, tests=str(len(cases)),
-                        failures=str(failures), errors="0", skipped=str(skipped))  # fmt: skip
-    suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(cases)),
-                          failures=str(failures), errors="0", skipped=str(skipped),
-                          timestamp=str(verdict.get("computed_at") or ""), time="0")  # fmt: skip
-    if experiment_url:
-        props = ET.SubElement(suite, "properties")
-        ET.SubElement(props, "property", name="experiment_url", value=experiment_url)
+    host = urlsplit(experiment_url).hostname if experiment_url else None
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"specportal experiment {verdict.get('experiment_id')}",
+        package="specportal",
+        id="0",
+        timestamp=_junit_timestamp(verdict.get("computed_at")),
+        hostname=host or "localhost",
+        tests=str(len(cases)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time="0",
+    )
+    props = ET.SubElement(suite, "properties")
+    facts = {
+        "experiment_url": experiment_url,
+        "experiment_id": verdict.get("experiment_id"),
+        "verdict_id": verdict.get("verdict_id"),
+        "analysis_version": verdict.get("analysis_version"),
+        "objectives_sha256": verdict.get("objectives_sha256"),
+        "emulated": verdict.get("emulated_label") if verdict.get("emulated") else None,
+    }
+    for key, value in facts.items():
+        if value is not None:
+            ET.SubElement(props, "property", name=key, value=str(value))
+    out: list[str] = []
     for workload, load, entry in cases:
+        name = f"{entry['arm']} {workload}/{load}"
         case = ET.SubElement(suite, "testcase", classname=f"specportal.{entry['arm']}",
-                             name=f"{entry['arm']} {workload}/{load}", time="0")  # fmt: skip
+                             name=name, time="0")  # fmt: skip
         reasons = "\n".join(entry.get("reasons") or [])
         state = entry.get("state")
         if state == "DROP":
             first = (entry.get("reasons") or ["DROP"])[0]
-            failure = ET.SubElement(case, "failure", message=first[:500], type="DROP")
-            failure.text = reasons
+            ET.SubElement(case, "failure", message=first[:500], type="DROP").text = reasons
         elif state == "INCONCLUSIVE":
-            ET.SubElement(case, "skipped", message=f"INCONCLUSIVE: {_needed(entry)}")
+            outcome = ET.SubElement(case, "skipped", message=f"INCONCLUSIVE: {_needed(entry)}")
+            outcome.text = reasons or None
         elif state is None:
-            ET.SubElement(case, "skipped", message="out of scope: no objective applies")
-        if reasons:
-            ET.SubElement(case, "system-out").text = reasons
+            outcome = ET.SubElement(case, "skipped", message="out of scope: no objective applies")
+            outcome.text = reasons or None
+        out.append(f"{name}: {state or 'out of scope'}\n{reasons}".rstrip())
+    ET.SubElement(suite, "system-out").text = "\n\n".join(out)
+    ET.SubElement(suite, "system-err")
     ET.indent(suites)
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
     )
 
 
+def _junit_timestamp(computed_at: object) -> str:
+    """The verdict's time in UTC to the second, without a zone (the Ant schema's pattern)."""
+    try:
+        moment = datetime.fromisoformat(str(computed_at))
+    except ValueError:
+        moment = datetime.now(UTC)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def markdown(
     verdict: Mapping[str, Any], *, portal_url: str, experiment_id: int | None,
-    context: Mapping[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None, change_request: Mapping[str, Any] | None = None,
 ) -> str:  # fmt: skip
     base = portal_url.rstrip("/")
     link = f"{base}/experiments/{experiment_id}/" if experiment_id is not None else base
@@ -128,6 +171,12 @@ def markdown(
             lines += [f"- {_md(r)}" for r in entry["reasons"]]
             lines.append("")
         lines.append("</details>")
+    if change_request:
+        check = change_request.get("evidence_check") or {}
+        lines += ["", f"Change request [{change_request['id']}]"
+                  f"({base}/change-requests/{change_request['id']}/) {change_request['state']} "
+                  f"on deployment `{change_request['deployment']}`: the evidence rules "
+                  + ("pass." if check.get("passed") else "fail (see the request).")]  # fmt: skip
     if verdict.get("imported"):
         lines += [
             "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -71,10 +72,48 @@ def test_junit_has_one_case_per_candidate_and_cell() -> None:
         else:
             assert failure is None
             assert skipped is None
-    # Only elements and attributes of the JUnit schema GitLab and Jenkins read.
-    allowed = {"testsuites", "testsuite", "properties", "property", "testcase", "failure",
-               "skipped", "system-out"}  # fmt: skip
-    assert {e.tag for e in root.iter()} <= allowed
+    # every case's reasons in the suite's output, a case holding its outcome only
+    out = suite.findtext("system-out") or ""
+    for _, _, entry in expected:
+        assert all(reason in out for reason in entry["reasons"])
+    assert suite.find("properties/property[@name='experiment_url']") is not None
+
+
+SCHEMAS = Path(__file__).parent / "fixtures" / "junit"
+
+
+@pytest.mark.parametrize("schema", ["JUnit.xsd", "jenkins-xunit-junit-10.xsd"])
+def test_junit_is_valid_for_the_schemas_ci_servers_read(schema: str) -> None:
+    import xmlschema
+
+    xsd = xmlschema.XMLSchema(SCHEMAS / schema)
+    verdict = json.loads(EXAMPLE.read_text())
+    for url in ("http://portal.example:8000/experiments/7/", None):
+        xml = reports.junit_xml(verdict, experiment_url=url)
+        assert list(xsd.iter_errors(xml)) == []
+    # every state, out of scope and a verdict without a time included
+    for state in ("KEEP", "DROP", "INCONCLUSIVE", None):
+        changed = copy.deepcopy(verdict)
+        changed["computed_at"] = None
+        for cell in changed["cells"]:
+            for entry in cell["candidates"]:
+                entry["state"] = state
+        assert list(xsd.iter_errors(reports.junit_xml(changed))) == []
+    # The schemas bite: the aggregate's skipped count, which neither allows, is refused.
+    refused = reports.junit_xml(verdict).replace("<testsuites>", '<testsuites skipped="2">')
+    assert not xsd.is_valid(refused)
+
+
+def test_the_strict_schema_refuses_what_case_level_output_would_be() -> None:
+    import xmlschema
+
+    xsd = xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd")
+    xml = reports.junit_xml(json.loads(EXAMPLE.read_text()))
+    inside = xml.replace('time="0" />', 'time="0"><system-out>r</system-out></testcase>', 1)
+    assert inside != xml
+    assert not xsd.is_valid(inside)
+    zoned = re.sub(r'timestamp="([^"]+)"', r'timestamp="\1Z"', xml)
+    assert not xsd.is_valid(zoned)
 
 
 def test_markdown_is_a_pull_request_comment() -> None:
@@ -204,3 +243,47 @@ def test_a_dropped_submission_is_retried_with_its_key_and_creates_one_experiment
     assert done.stderr.strip().splitlines()[-1].endswith(f"experiment {experiment.pk} cancelled")
     experiment.refresh_from_db()
     assert experiment.status == "cancelled"
+
+
+def _ci_run(document: dict[str, Any], portal: str, tmp_path: Path, *extra: str,
+            token: str = "t") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    path = tmp_path / "experiment.json"
+    path.write_text(json.dumps(document))
+    env = {**__import__("os").environ, "SPECPORTAL_TOKEN": token}
+    return subprocess.run([sys.executable, "-m", "specportal", "ci", "run", str(path),
+                           "--portal", portal, *extra], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+
+
+def test_a_change_request_needs_one_candidate_and_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    # Nothing listens on port 9: the refusal comes before the portal is asked anything.
+    done = _ci_run({"name": "two", "baseline": 1, "candidates": [2, 3]}, "http://127.0.0.1:9",
+                   tmp_path, "--open-change-request", "chat-prod")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "specportal ci: error: --open-change-request needs an experiment of one candidate (this "
+        "one has 2): with more, which configuration the deployment should move to is not the "
+        "verdict's to say"
+    )
+
+
+@pytest.mark.integration
+def test_an_unknown_deployment_is_refused_before_the_experiment_is_created(
+    live_server: Any, setup: Any, tmp_path: Path
+) -> None:
+    from accounts.services import api_token_rotate
+    from experiments.models import Experiment
+
+    token = api_token_rotate(user=setup.experimenter)
+    document = {"name": "to nowhere", "baseline": setup.baseline.pk,
+                "candidates": [setup.ngram.pk]}  # fmt: skip
+    done = _ci_run(document, live_server.url, tmp_path, "--open-change-request", "nowhere",
+                   token=token)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"specportal ci: error: --open-change-request: no deployment named 'nowhere' on "
+        f"{live_server.url}"
+    )
+    assert not Experiment.objects.filter(name="to nowhere").exists()

@@ -30,11 +30,16 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
+import xmlschema
 
+from accounts import roles
+from approvals.models import ChangeRequest
+from approvals.services import deployment_create
 from experiments.models import Experiment
+from tests.approvals.helpers import person
 from tests.fixtures import BASELINE, EAGLE, REVISION, Setup
 from tests.harness import Process, process_logs, start_agent, start_portal_worker
-from tests.specportal.cli.test_ci import DroppingProxy
+from tests.specportal.cli.test_ci import SCHEMAS, DroppingProxy
 from verdicts.selectors import verdict_document
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -58,6 +63,7 @@ THROUGHPUT = {
          "scope": "relative"},
     ],
 }  # fmt: skip
+LOADS = [{"name": "c1", "concurrency": 1, "requests": 3}]
 CONTEXT = {"repository": "github.com/acme/serving", "commit": "9f1c2ab", "branch": "eagle3",
            "pull_request": "812", "job_url": "https://ci.example/jobs/77"}  # fmt: skip
 
@@ -69,7 +75,7 @@ def _document(name: str, candidate: dict[str, Any], label: str, repetitions: int
         "candidates": [{"document": copy.deepcopy(candidate), "name": label}],
         "labels": ["baseline", label],
         "workloads": [WORKLOAD],
-        "loads": [{"name": "c1", "concurrency": 1, "requests": 3}],
+        "loads": copy.deepcopy(LOADS),
         "objectives": copy.deepcopy(THROUGHPUT),
         "hosts": ["gpu-a", "gpu-b"],
         "repetitions": repetitions,
@@ -125,14 +131,20 @@ def test_ci_run_gates_on_keep_drop_inconclusive_and_undecided(
     for host in ("gpu-a", "gpu-b"):
         processes.append(start_agent(host, setup.tokens[host], live_server.url, broker, tmp_path))
     token = api_token_rotate(user=setup.experimenter)
+    # A demo deployment (the hosts are emulated) on the baseline, measured as the jobs measure.
+    deployment_create(
+        user=person("mia", roles.MANAGER), name="chat-demo", owner_team="serving",
+        configuration=setup.baseline, workloads=[copy.deepcopy(WORKLOAD)], loads=copy.deepcopy(LOADS),
+        objectives=copy.deepcopy(THROUGHPUT), is_demo=True,
+    )  # fmt: skip
     proxy = DroppingProxy(int(live_server.url.rsplit(":", 1)[1]))
     through_proxy = f"http://127.0.0.1:{proxy.port}"
     try:
         jobs = {
             "keep": Job("keep", _document("keep", EAGLE, "eagle3", 4), through_proxy, token,
-                        tmp_path),
+                        tmp_path, "--open-change-request", "chat-demo"),
             "drop": Job("drop", _document("drop", DRAFT_AS_LARGE, "draft", 4), live_server.url,
-                        token, tmp_path),
+                        token, tmp_path, "--open-change-request", "chat-demo"),
             "inconclusive": Job("inconclusive", _document("inconclusive", EAGLE, "eagle3", 2),
                                 live_server.url, token, tmp_path),
         }  # fmt: skip
@@ -193,6 +205,29 @@ def test_ci_run_gates_on_keep_drop_inconclusive_and_undecided(
         _check_junit(job, entry, state)
         _check_markdown(job, experiment.pk, entry, state, live_server.url, through_proxy)
 
+    # After the KEEP (never after the DROP) a change request moves the deployment to EAGLE-3,
+    # the experiment its evidence; the evidence rules pass on a demo deployment.
+    [change] = ChangeRequest.objects.all()
+    experiment = keep.experiment()
+    assert change.deployment.name == "chat-demo"
+    assert change.state == "open"
+    assert change.author == setup.experimenter
+    assert change.to_configuration == experiment.arms.get(label="eagle3").configuration
+    assert list(change.evidence.all()) == [experiment]
+    assert change.reason == (
+        f"eagle3 keeps every objective in experiment {experiment.pk} (pull_request 812, commit "
+        f"9f1c2ab, job_url https://ci.example/jobs/keep)"
+    )
+    url = f"{through_proxy}/change-requests/{change.pk}/"
+    assert f"change request {change.pk} open on chat-demo: {url} (evidence rules pass)" in (
+        keep.stdout
+    )
+    assert (
+        f"Change request [{change.pk}]({url}) open on deployment `chat-demo`: the evidence "
+        "rules pass." in keep.markdown.read_text()
+    )
+    assert "change request" not in drop.stdout
+
     # The figures behind the gates: EAGLE-3 well above 1.05×, the big draft well below.
     ratio = {
         n: v["cells"][0]["candidates"][0]["objectives"][0]["ratio"] for n, v in verdicts.items()
@@ -205,7 +240,10 @@ def test_ci_run_gates_on_keep_drop_inconclusive_and_undecided(
 
 
 def _check_junit(job: Job, entry: dict[str, Any], state: str) -> None:
-    root = ET.fromstring(job.junit.read_text())
+    xml = job.junit.read_text()
+    for schema in ("JUnit.xsd", "jenkins-xunit-junit-10.xsd"):
+        assert list(xmlschema.XMLSchema(SCHEMAS / schema).iter_errors(xml)) == [], schema
+    [root] = ET.fromstring(xml).iter("testsuite")
     [case] = root.iter("testcase")
     assert case.get("name") == f"{entry['arm']} chat/c1"
     failure, skipped = case.find("failure"), case.find("skipped")
@@ -227,6 +265,7 @@ def _check_junit(job: Job, entry: dict[str, Any], state: str) -> None:
             f"INCONCLUSIVE: a new experiment of {entry['runs_needed']} repetitions per arm "
             "would likely decide"
         )
+        assert skipped.text == "\n".join(entry["reasons"])
         assert root.get("skipped") == "1"
 
 
