@@ -7,6 +7,7 @@ without ``DJANGO_SECRET_KEY`` or with ``DJANGO_DEBUG`` on.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -52,6 +53,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Failed logins counted per account and per address (accounts.backends).
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -83,6 +86,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into accounts.views.login_locked_out.
+    "axes.middleware.AxesMiddleware",
 ]
 if PRODUCTION:
     # gunicorn serves no static files: WhiteNoise serves the collected ones (the admin's, the
@@ -137,6 +142,32 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
+# --- login throttling (django-axes; accounts.backends) -----------------------------------------
+AUTHENTICATION_BACKENDS = [
+    # First: refuses any login for a locked-out account or address before a password is checked.
+    "accounts.backends.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# After this many failed logins for an account, or from an address, every login for it is refused
+# (the right password too) for the lockout; a success resets the count, and a failure during the
+# lockout starts it again.
+AXES_FAILURE_LIMIT = env.int("SPECPORTAL_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("SPECPORTAL_LOGIN_LOCKOUT_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
+# Successful logins are not logged by axes (the audit trail is the project's record).
+AXES_DISABLE_ACCESS_LOG = True
+# No start-up banner on every manage.py command (lockouts are still logged as warnings).
+AXES_VERBOSE = False
+# The address is REMOTE_ADDR unless SPECPORTAL_TRUSTED_PROXIES proxies in front set
+# X-Forwarded-For (which a client could otherwise write to get a fresh address per attempt).
+SPECPORTAL_TRUSTED_PROXIES = env.int("SPECPORTAL_TRUSTED_PROXIES", default=0)
+AXES_IPWARE_META_PRECEDENCE_ORDER: tuple[str, ...] = ("REMOTE_ADDR",)
+if SPECPORTAL_TRUSTED_PROXIES:
+    AXES_IPWARE_PROXY_COUNT = SPECPORTAL_TRUSTED_PROXIES
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -180,7 +211,7 @@ REST_FRAMEWORK = {
     ],
     # The client address of throttles is REMOTE_ADDR unless this many proxies in front append
     # to X-Forwarded-For (DRF would otherwise trust the whole header, which a client writes).
-    "NUM_PROXIES": env.int("SPECPORTAL_TRUSTED_PROXIES", default=0),
+    "NUM_PROXIES": SPECPORTAL_TRUSTED_PROXIES,
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsViewer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "specportal.api.errors.api_exception_handler",

@@ -20,14 +20,17 @@ pytest_plugins = ["tests.fixtures"]
 # from one address: limits counted across tests would make results depend on their order.
 # Tests of throttling opt in with low limits (tests/accounts/test_throttling.py). Portal
 # processes started by tests (tests/harness.py) read the same from their environment.
-SUITE_THROTTLE_LIMITS = {"SPECPORTAL_TOKEN_FAILURE_LIMIT": 0}
-for _name, _value in SUITE_THROTTLE_LIMITS.items():
-    os.environ.setdefault(_name, str(_value))
+SUITE_THROTTLE_ENV = {
+    "SPECPORTAL_TOKEN_FAILURE_LIMIT": "0",  # off
+    "SPECPORTAL_LOGIN_FAILURE_LIMIT": "1000000",  # axes has no "off" that keeps it running
+}
+for _name, _value in SUITE_THROTTLE_ENV.items():
+    os.environ.setdefault(_name, _value)
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _suite_throttle_limits() -> Iterator[None]:
-    with override_settings(**SUITE_THROTTLE_LIMITS):
+    with override_settings(SPECPORTAL_TOKEN_FAILURE_LIMIT=0, AXES_FAILURE_LIMIT=1_000_000):
         yield
 
 

@@ -9,17 +9,22 @@ throttling off (tests/conftest.py); these tests opt in with low limits.
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.services import api_token_create
+from accounts import roles
+from accounts.services import api_token_create, user_create_or_update
 from tests.fixtures import Setup
 
 pytestmark = pytest.mark.django_db
 
 WRONG_ATTEMPTS = 30
+RIGHT = "a-long-password-1"
 
 
 @pytest.fixture
@@ -105,3 +110,93 @@ def test_the_limit_can_be_turned_off(setup: Setup, settings: Any) -> None:
     settings.SPECPORTAL_TOKEN_FAILURE_LIMIT = 0
     for _ in range(WRONG_ATTEMPTS):
         assert _with("Token wrong").get("/api/v1/whoami/").status_code == 401
+
+
+@pytest.fixture
+def login_limits(settings: Any) -> Any:
+    settings.AXES_FAILURE_LIMIT = 5
+    return settings
+
+
+def _login(client: Client, username: str, password: str, address: str = "192.0.2.10") -> Any:
+    return client.post(
+        "/accounts/login/", {"username": username, "password": password}, REMOTE_ADDR=address
+    )
+
+
+def _logged_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def test_login_30_wrong_passwords_then_the_right_one_is_refused_while_locked(
+    db: None, login_limits: Any
+) -> None:
+    user_create_or_update(username="mia", password=RIGHT, role_names=[roles.VIEWER])
+    client = Client()
+    statuses = [_login(client, "mia", f"wrong-{i}").status_code for i in range(WRONG_ATTEMPTS)]
+    # Four answered with the form's error; the fifth failure locks (axes answers it with the
+    # lockout page already), and so is every attempt after it.
+    assert statuses == [200] * 4 + [429] * (WRONG_ATTEMPTS - 4)
+    locked = _login(client, "mia", RIGHT)
+    assert locked.status_code == 429
+    assert not _logged_in(client)
+    page = locked.content.decode()
+    assert 'id="login-locked"' in page
+    assert "Too many failed logins" in page
+    assert "15" in page  # minutes
+    assert int(locked["Retry-After"]) == 15 * 60
+
+    # Per account: the same account from another address is locked too.
+    elsewhere = Client()
+    assert _login(elsewhere, "mia", RIGHT, address="192.0.2.77").status_code == 429
+    assert not _logged_in(elsewhere)
+    # Per address: another account from the locked address is refused.
+    user_create_or_update(username="max", password=RIGHT, role_names=[roles.VIEWER])
+    assert _login(Client(), "max", RIGHT).status_code == 429
+    # Another account from another address logs in.
+    fresh = Client()
+    assert _login(fresh, "max", RIGHT, address="192.0.2.78").status_code == 302
+    assert _logged_in(fresh)
+
+    # After the lockout, the right password works (the attempts are dated back past it).
+    from axes.models import AccessAttempt
+
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(minutes=16))
+    assert _login(client, "mia", RIGHT).status_code == 302
+    assert _logged_in(client)
+
+
+def test_the_admin_login_is_throttled_too(db: None, login_limits: Any) -> None:
+    from django.contrib.auth.models import User
+
+    User.objects.create_superuser("root", password=RIGHT)
+    client = Client()
+    for i in range(5):
+        client.post(
+            "/admin/login/", {"username": "root", "password": f"no-{i}"}, REMOTE_ADDR="192.0.2.5"
+        )
+    answer = client.post(
+        "/admin/login/", {"username": "root", "password": RIGHT}, REMOTE_ADDR="192.0.2.5"
+    )
+    assert answer.status_code == 429
+    assert not _logged_in(client)
+
+
+def test_x_forwarded_for_gives_no_fresh_address(db: None, login_limits: Any) -> None:
+    user_create_or_update(username="mia", password=RIGHT, role_names=[roles.VIEWER])
+    user_create_or_update(username="zed", password=RIGHT, role_names=[roles.VIEWER])
+    client = Client()
+    for i in range(5):
+        client.post(
+            "/accounts/login/",
+            {"username": "mia", "password": f"wrong-{i}"},
+            REMOTE_ADDR="192.0.2.10",
+            HTTP_X_FORWARDED_FOR=f"198.51.100.{i}",
+        )
+    answer = client.post(
+        "/accounts/login/",
+        {"username": "zed", "password": RIGHT},
+        REMOTE_ADDR="192.0.2.10",
+        HTTP_X_FORWARDED_FOR="198.51.100.200",
+    )
+    assert answer.status_code == 429
