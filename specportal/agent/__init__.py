@@ -13,6 +13,9 @@ TASK_NAME = "specportal.agent.execute_run"
 # an experiment whose longest planned run would outlast it is refused at start.
 DEFAULT_VISIBILITY_TIMEOUT_SECONDS = 6 * 3600
 
+# A run with no progress this long is failed and the agent restarts (``specportal.agent.stall``).
+DEFAULT_STALL_SECONDS = 600.0
+
 
 def queue_name(host: str) -> str:
     """Each host has its own queue; the portal publishes there and only that agent consumes it."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from specportal.protocol import RunSpec
@@ -26,10 +26,15 @@ WORKLOAD_SPEC_KEYS: Final = (
 )
 
 
-def bench_config_dict(spec: RunSpec, base_url: str) -> dict[str, Any]:
-    """``BenchConfig.from_dict`` input for this run (both arms of a cell get the same options)."""
+def bench_config_dict(spec: RunSpec, base_url: str, client_processes: int = 1) -> dict[str, Any]:
+    """``BenchConfig.from_dict`` input for this run (both arms of a cell get the same options).
+
+    ``client_processes`` (the agent's ``--client-processes``) is capped by the load's concurrency:
+    each process needs at least one request in flight."""
     workload, load = spec.workload, spec.load
     engine = spec.configuration.engine
+    if load.concurrency:
+        client_processes = min(client_processes, load.concurrency)
     return {
         "base_url": base_url,
         "endpoint_kind": workload.endpoint_kind or DEFAULT_ENDPOINT[engine],
@@ -53,14 +58,34 @@ def bench_config_dict(spec: RunSpec, base_url: str) -> dict[str, Any]:
         "goodput_ms": spec.goodput_ms,
         "label": f"{spec.arm.label} {workload.name}/{load.name} rep {spec.repetition}",
         "metadata": {"run": str(spec.id), "attempt": str(spec.attempt)},
+        "client_processes": max(1, client_processes),
     }
 
 
-def run_load(spec: RunSpec, base_url: str, cancelled: threading.Event) -> dict[str, Any]:
+def run_load(
+    spec: RunSpec,
+    base_url: str,
+    cancelled: threading.Event,
+    *,
+    mark: Callable[[str], None] = lambda what: None,
+    client_processes: int = 1,
+) -> dict[str, Any]:
+    """Run the load; ``mark`` hears of each request that finishes (the stall watchdog's progress).
+
+    The event loop's own ticks (``run_benchmark``'s ``alive``) are not passed on: a loop that turns
+    while no request finishes is what a hung engine looks like."""
     from specportal.loadgen.config import BenchConfig
     from specportal.loadgen.runner import run_benchmark
 
-    config = BenchConfig.from_dict(bench_config_dict(spec, base_url))
-    result = run_benchmark(config, stop=cancelled, handle_sigint=False)
+    config = BenchConfig.from_dict(bench_config_dict(spec, base_url, client_processes))
+    finished = 0
+
+    def progress(done: int, total: int | None) -> None:
+        nonlocal finished
+        if done != finished:  # the sharded runner repeats the count on every poll
+            finished = done
+            mark(f"{done} of {total or '?'} requests finished")
+
+    result = run_benchmark(config, stop=cancelled, progress=progress, handle_sigint=False)
     data: dict[str, Any] = result.to_dict()
     return data

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 import httpx
@@ -15,6 +15,8 @@ from specportal.protocol import Progress, ResultEnvelope
 # result file over a slow link may take a while.
 REQUEST_TIMEOUT_SECONDS: Final = 30.0
 UPLOAD_TIMEOUT_SECONDS: Final = 600.0
+# An upload is sent in pieces this large, each one progress for the agent's stall watchdog.
+UPLOAD_CHUNK_BYTES: Final = 256 * 1024
 
 
 class PortalError(Exception):
@@ -83,18 +85,40 @@ class PortalClient:
     def progress(self, run_id: int, progress: Progress) -> dict[str, Any]:
         return self._call("POST", f"runs/{run_id}/progress", json=progress.to_dict())
 
-    def upload_result(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> dict[str, Any]:
-        """PUT the gzip'd result envelope; the portal keeps the first upload of an attempt."""
+    def upload_result(
+        self,
+        run_id: int,
+        attempt: int,
+        envelope: ResultEnvelope,
+        *,
+        sent: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """PUT the gzip'd result envelope; the portal keeps the first upload of an attempt.
+
+        ``sent(bytes so far, total)`` is called as each piece goes out (the stall watchdog's
+        progress: a large upload over a slow link is not a stuck run). The length is declared, so
+        the body is not chunk-encoded."""
         text = json.dumps(envelope.to_dict(), separators=(",", ":"))
         body = gzip.compress(text.encode(), compresslevel=5)
         return self._call(
             "PUT",
             f"runs/{run_id}/result",
             params={"attempt": attempt},
-            content=body,
-            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            content=_pieces(body, sent) if sent is not None else body,
+            headers={
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+                "Content-Length": str(len(body)),
+            },
             timeout=UPLOAD_TIMEOUT_SECONDS,
         )
+
+
+def _pieces(body: bytes, sent: Callable[[int, int], None]) -> Iterator[bytes]:
+    for start in range(0, len(body), UPLOAD_CHUNK_BYTES):
+        piece = body[start : start + UPLOAD_CHUNK_BYTES]
+        yield piece
+        sent(start + len(piece), len(body))
 
 
 def _message(response: httpx.Response) -> str:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -146,10 +146,16 @@ class EngineProcess:
             return ""
         return data[-chars:].decode("utf-8", "replace")
 
-    def wait_healthy(self, timeout: float, cancelled: Any = None) -> None:
+    def wait_healthy(
+        self, timeout: float, cancelled: Any = None, polled: Callable[[], None] | None = None
+    ) -> None:
+        """Until ``/health`` answers 200; ``polled()`` before each look (bounded by ``timeout``,
+        so the stall watchdog counts a look as progress)."""
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
+                if polled is not None:
+                    polled()
                 if not self.alive():
                     code = self.process.returncode if self.process else None
                     raise EngineFailed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ from specportal.agent.engine import (
 from specportal.agent.inventory import collect
 from specportal.agent.selfreport import collect as collect_self_report
 from specportal.agent.selfreport import read_log_head
+from specportal.agent.stall import DEFAULT_STALL_SECONDS, StallWatchdog
 from specportal.engines.selfcheck import defining, describe
 from specportal.protocol import EngineReport, Progress, ProtocolError, ResultEnvelope, RunSpec
 from specportal.protocol.engine_report import Phase
@@ -41,8 +43,11 @@ UPLOAD_RETRY_SECONDS: Final = 2.0
 # (a 503 while it loads its model) is waited for up to the health timeout.
 DEFAULT_ENDPOINT_HEALTH_TIMEOUT_SECONDS: Final = 60.0
 
-# A benchmark runner: (run spec, base URL, cancel event) → the load generator's result JSON.
-Runner = Callable[[RunSpec, str, threading.Event], dict[str, Any]]
+# Progress for the stall watchdog: what just moved on (``StallWatchdog.progress``).
+Mark = Callable[[str], None]
+# A benchmark runner: (run spec, base URL, cancel event, progress mark) → the load generator's
+# result JSON. It marks progress as requests finish.
+Runner = Callable[[RunSpec, str, threading.Event, Mark], dict[str, Any]]
 
 
 @dataclass
@@ -66,6 +71,10 @@ class AgentSettings:
     # The port managed engines listen on; None: a free port per run. Real hosts often expose one
     # fixed port; if something else holds it, the engine fails with its own "address in use".
     engine_port: int | None = None
+    # A run with no progress this long is failed and the agent restarts (stall.py); 0: never.
+    stall_seconds: float = DEFAULT_STALL_SECONDS
+    # The load generator's client processes (past one core); at most the load's concurrency.
+    client_processes: int = 1
 
 
 def inventory(settings: AgentSettings) -> dict[str, Any]:
@@ -82,7 +91,9 @@ class Heartbeat:
 
     It beats every ``heartbeat_seconds``, or every third of the lease the portal answers with
     (``lease_seconds``, on every beat and claim) when that is shorter: a run's lease is renewed at
-    least twice before it could expire while the agent is alive.
+    least twice before it could expire while the agent is alive — unless the run is stuck: while
+    the stall watchdog (``watchdog``, started with the heartbeat) says so, beats no longer name the
+    run, so its lease lapses and the portal's reaper re-queues it (stall.py).
 
     Each beat carries the inventory collected when the agent started; another thread collects it
     again every ``inventory_refresh_seconds`` (probing engines takes seconds, a beat must not).
@@ -91,9 +102,19 @@ class Heartbeat:
     compete with a measurement, and a run that arrives during a probe waits for it to end.
     """
 
-    def __init__(self, client: PortalClient, settings: AgentSettings) -> None:
+    def __init__(
+        self,
+        client: PortalClient,
+        settings: AgentSettings,
+        *,
+        watchdog: StallWatchdog | None = None,
+    ) -> None:
         self._client = client
         self._settings = settings
+        # Started and stopped with the heartbeat; while it says the current run is stuck, the
+        # run's lease is left to lapse (stall.py).
+        self._watchdog = watchdog
+        self._abandoned: dict[str, int] | None = None
         self._inventory = inventory(settings)
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -139,8 +160,12 @@ class Heartbeat:
         self._thread.start()
         if self._settings.inventory_refresh_seconds > 0:
             self._refresher.start()
+        if self._watchdog is not None:
+            self._watchdog.start()
 
     def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=5)
@@ -155,6 +180,13 @@ class Heartbeat:
         with self._lock:
             current, cancelled, found = self._current, self.cancelled, self._inventory
             self._last_beat = time.monotonic()
+        if current is not None and self._watchdog is not None and self._watchdog.stuck():
+            # A stuck run's lease must not be kept alive by this thread: the host would be held
+            # by a run that goes nowhere. Unnamed, it lapses and the portal's reaper re-queues it.
+            if self._abandoned != current:
+                log.error("run %s is stuck: heartbeats no longer renew its lease", current["id"])
+                self._abandoned = current
+            current = None
         try:
             answer = self._client.heartbeat(inventory=found, current_run=current)
         except PortalError as exc:
@@ -228,11 +260,18 @@ def log_inventory(found: Mapping[str, Any]) -> None:
         )
 
 
-def default_runner(spec: RunSpec, base_url: str, cancelled: threading.Event) -> dict[str, Any]:
+def default_runner(
+    spec: RunSpec,
+    base_url: str,
+    cancelled: threading.Event,
+    mark: Mark,
+    *,
+    client_processes: int = 1,
+) -> dict[str, Any]:
     """The built-in load generator, configured from the run's workload and load level."""
     from specportal.agent.bench import run_load
 
-    return run_load(spec, base_url, cancelled)
+    return run_load(spec, base_url, cancelled, mark=mark, client_processes=client_processes)
 
 
 class Executor:
@@ -241,12 +280,18 @@ class Executor:
         settings: AgentSettings,
         client: PortalClient,
         heartbeat: Heartbeat,
-        runner: Runner = default_runner,
+        runner: Runner | None = None,
+        stall: StallWatchdog | None = None,
     ) -> None:
         self.settings = settings
         self.client = client
         self.heartbeat = heartbeat
-        self.runner = runner
+        self.runner: Runner = runner or functools.partial(
+            default_runner, client_processes=settings.client_processes
+        )
+        # Without one, nothing is watched (bound 0): the marks cost nothing.
+        self.stall = stall or StallWatchdog(0, lambda stall: None)
+        self.mark = self.stall.progress
 
     def execute(self, run_id: int, attempt: int) -> str:
         """Run one attempt; returns the outcome uploaded (or ``"skipped"`` on a lost claim).
@@ -267,6 +312,7 @@ class Executor:
             log.info("run %s attempt %s not claimed: %s", run_id, attempt, exc)
             return "skipped"
         self.heartbeat.use_lease(answer.get("lease_seconds"))
+        self.stall.watch(run_id, attempt)
         self.heartbeat.set_current(run_id, attempt)
         try:
             try:
@@ -279,6 +325,7 @@ class Executor:
             self._upload(run_id, attempt, envelope)
             return envelope.outcome
         finally:
+            self.stall.done()
             self.heartbeat.set_current(None)
 
     def _progress(
@@ -288,6 +335,7 @@ class Executor:
         engine: EngineReport | None = None,
         **details: Any,
     ) -> None:
+        self.mark(f"phase {phase}")
         progress = Progress(spec.attempt, phase, engine or EngineReport(), details)
         try:
             answer = self.client.progress(spec.id, progress)
@@ -310,7 +358,11 @@ class Executor:
                 envelope.engine = launched
                 self._progress(spec, "engine_starting", launched)
                 engine.start()
-                engine.wait_healthy(self.settings.health_timeout_seconds, cancelled)
+                engine.wait_healthy(
+                    self.settings.health_timeout_seconds,
+                    cancelled,
+                    polled=lambda: self.mark("waiting for the engine's /health"),
+                )
                 base_url = engine.base_url
             else:
                 base_url = spec.host.base_url.rstrip("/")
@@ -328,7 +380,9 @@ class Executor:
                     self.settings.health_timeout_seconds,
                     cancelled,
                     unreachable_timeout=self.settings.endpoint_health_timeout_seconds,
+                    polled=lambda: self.mark("waiting for the endpoint's /health"),
                 )
+            self.mark("reading the engine's self-report")
             seen = collect_self_report(
                 document,
                 base_url,
@@ -346,6 +400,7 @@ class Executor:
                     + describe(wrong_server)
                 )
             if spec.experiment.cache_policy == "reset_cache":
+                self.mark("resetting the engine's cache")
                 self._reset_cache(base_url, engine_name)
             self._progress(spec, "running")
             if spec.workload.runner == "vllm-bench-serve":
@@ -357,9 +412,11 @@ class Executor:
                     cancelled,
                     command=self.settings.vllm_bench_command,
                     work_dir=self.settings.work_dir,
+                    mark=self.mark,
                 )
             else:
-                result = self.runner(spec, base_url, cancelled)
+                result = self.runner(spec, base_url, cancelled, self.mark)
+            self.mark("the load ended")
             envelope = ResultEnvelope.measured(
                 spec.id,
                 spec.attempt,
@@ -377,6 +434,7 @@ class Executor:
             envelope.error = f"{type(exc).__name__}: {exc}"
         finally:
             if engine is not None:
+                self.mark("stopping the engine")
                 engine.stop()
                 envelope.engine = envelope.engine.merged(
                     EngineReport(log_excerpt=engine.log_tail())
@@ -406,9 +464,13 @@ class Executor:
             client.request(method, base_url + path).raise_for_status()
 
     def _upload(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> None:
+        def sent(done: int, total: int) -> None:
+            self.mark(f"uploading the result ({done} of {total} bytes sent)")
+
         for n in range(1, UPLOAD_ATTEMPTS + 1):
+            self.mark(f"uploading the result (attempt {n})")
             try:
-                self.client.upload_result(run_id, attempt, envelope)
+                self.client.upload_result(run_id, attempt, envelope, sent=sent)
                 return
             except ClaimConflict:
                 log.warning(
@@ -429,6 +491,7 @@ def wait_endpoint_healthy(
     cancelled: threading.Event,
     *,
     unreachable_timeout: float = DEFAULT_ENDPOINT_HEALTH_TIMEOUT_SECONDS,
+    polled: Callable[[], None] = lambda: None,
 ) -> None:
     """Until the endpoint's server answers ``/health`` with a 200 (it was started elsewhere).
 
@@ -443,6 +506,7 @@ def wait_endpoint_healthy(
     last = "no answer"
     with httpx.Client(timeout=2.0) as client:
         while True:
+            polled()
             if cancelled.is_set():
                 raise EngineFailed("cancelled while waiting for the endpoint to be healthy")
             try:

@@ -16,12 +16,13 @@ measured requests.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -90,8 +91,12 @@ def run_vllm_bench(
     *,
     command: str = DEFAULT_COMMAND,
     work_dir: Path,
+    mark: Callable[[str], None] = lambda what: None,
 ) -> dict[str, Any]:
-    """Run the command, then read its saved file as the load generator's result dict."""
+    """Run the command, then read its saved file as the load generator's result dict.
+
+    ``mark`` hears of each growth of the command's output (its progress bar: requests finishing),
+    the stall watchdog's progress; a command whose output stands still is a stuck run."""
     from specportal.formats.vllm import from_vllm_dict
 
     result_dir = work_dir / f"vllm-bench-run-{spec.id}-attempt-{spec.attempt}"
@@ -104,7 +109,11 @@ def run_vllm_bench(
         scraper.scrape("before")
         with log_path.open("wb") as log:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            written = 0
             while process.poll() is None:
+                if (size := os.fstat(log.fileno()).st_size) != written:
+                    written = size
+                    mark(f"{argv[0]} wrote {written} bytes of output")
                 if cancelled.wait(POLL_SECONDS):
                     process.terminate()
                     process.wait()

@@ -16,9 +16,9 @@ from specportal.agent.executor import (
     Executor,
     Heartbeat,
     Runner,
-    default_runner,
     log_inventory,
 )
+from specportal.agent.stall import Stall, StallWatchdog, recover
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,21 @@ def make_app(
     broker_url: str,
     broker_transport: str | None = None,
     transport_options: Mapping[str, Any] | None = None,
-    runner: Runner = default_runner,
+    runner: Runner | None = None,
 ) -> tuple[Celery, Heartbeat]:
-    """A Celery app whose only task executes runs of this host."""
+    """A Celery app whose only task executes runs of this host.
+
+    Its stall watchdog starts with the heartbeat (``run_worker``): a run with no progress for
+    ``settings.stall_seconds`` is failed and the agent restarts (stall.py)."""
     client = PortalClient(settings.portal_url, settings.token)
-    heartbeat = Heartbeat(client, settings)
-    executor = Executor(settings, client, heartbeat, runner)
+
+    def on_stall(stall: Stall) -> None:
+        # A client of its own: the stuck thread may be inside a call on the shared one.
+        recover(stall, PortalClient(settings.portal_url, settings.token))
+
+    watchdog = StallWatchdog(settings.stall_seconds, on_stall)
+    heartbeat = Heartbeat(client, settings, watchdog=watchdog)
+    executor = Executor(settings, client, heartbeat, runner, watchdog)
     app = Celery(f"specportal-agent-{settings.host}", broker=broker_url, set_as_current=False)
     app.conf.update(
         # None: the URL's scheme decides; the embedded broker names its own transport class.

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
+from specportal.agent import DEFAULT_STALL_SECONDS, DEFAULT_VISIBILITY_TIMEOUT_SECONDS
 from specportal.cli import CliError
 
 HELP = "run the GPU-host agent: executes this host's benchmark runs for the portal"
@@ -104,7 +104,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds an endpoint host's server may refuse connections (or not be reached) before "
         "its run fails; a server that answers is waited for up to --health-timeout",
     )
+    parser.add_argument(
+        "--stall-seconds",
+        type=_non_negative,
+        default=os.environ.get("SPECPORTAL_STALL_SECONDS", str(DEFAULT_STALL_SECONDS)),
+        help="a run that makes no progress this long (no phase, no /health poll while an engine "
+        "loads, no request finished, no upload piece sent) is failed with the reason and the agent "
+        "restarts; heartbeats stop renewing its lease meanwhile (0: never; env "
+        f"SPECPORTAL_STALL_SECONDS; default {DEFAULT_STALL_SECONDS:g}: raise it for workloads "
+        "whose single requests take longer)",
+    )
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="spread the load generator over this many processes (past one core); at most the "
+        "load's concurrency",
+    )
     parser.add_argument("--loglevel", default="INFO")
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0: {text!r}")
+    return value
 
 
 def broker_connection(
@@ -161,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         inventory_refresh_seconds=args.inventory_refresh_seconds,
         vllm_bench_command=args.vllm_bench_command,
         engine_port=args.engine_port,
+        stall_seconds=args.stall_seconds,
+        client_processes=max(1, args.client_processes),
     )
     broker, transport, options = broker_connection(
         args.broker, args.broker_dir, args.visibility_timeout

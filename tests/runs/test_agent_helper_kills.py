@@ -1,0 +1,224 @@
+"""Kill each helper process of a running agent: the run ends, the host goes on (issue 15, f. 2).
+
+The agent once deadlocked when its metrics-scraper child was SIGKILLed (a multiprocessing ``Event``
+whose semaphore the child held) while its heartbeat thread kept renewing the run's lease. Here
+everything is real: the portal is pytest-django's live server on PostgreSQL, with a Celery worker
+and beat; the agent is a subprocess that launches ``specportal emulate`` as its engine. During the
+first of two runs one helper is killed — the metrics sampler, a load-generator client process, the
+engine, the engine's lifeline watchdog — or the engine is frozen (SIGSTOP: requests hang with six
+hours of request timeout), which only the agent's stall watchdog can end. Each time the first run
+ends (done, failed or incomplete, with the reason) within a bound, and the same host then
+measures the second run: no wedged host.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.models import Experiment
+from runs.models import RequestRecord, Run
+from tests.fixtures import OBJECTIVES, Setup, api_as
+from tests.harness import (
+    Process,
+    process_logs,
+    run_state_env,
+    start_agent,
+    start_beat,
+    start_portal_worker,
+    wait_for,
+)
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(400),
+    pytest.mark.skipif(sys.platform != "linux", reason="reads /proc"),
+]
+
+# The measured level (the quiet one every experiment needs is short): at 10 ms per emulated step
+# and 24 tokens, two at a time, about 10 s of load.
+REQUESTS = 80
+QUIET_REQUESTS = 3
+STALL_SECONDS = 15
+# Generous: the machine is shared and loaded.
+ENDS_WITHIN_SECONDS = 90
+
+
+@pytest.fixture
+def fast_run_state(settings: Any) -> dict[str, str]:
+    env = run_state_env()
+    settings.SPECPORTAL_LEASE_SECONDS = int(env["SPECPORTAL_LEASE_SECONDS"])
+    settings.SPECPORTAL_STALE_QUEUED_SECONDS = int(env["SPECPORTAL_STALE_QUEUED_SECONDS"])
+    return env
+
+
+def _children(pid: int) -> dict[str, int]:
+    """``comm`` → pid of the live children of ``pid`` (the loadgen's helpers name themselves)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            comm = (stat.parent / "comm").read_text().strip()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found[comm] = int(stat.parent.name)
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _started(agent: Process) -> tuple[int, int] | None:
+    """(engine pid, lifeline watchdog pid) of the engine started last."""
+    found = re.findall(r"engine pid (\d+) started from .*?; watchdog pid (\d+)", agent.log())
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def _helper(agent: Process, which: str) -> Callable[[], int | None]:
+    def find() -> int | None:
+        if which in ("engine", "lifeline", "frozen engine"):
+            started = _started(agent)
+            if started is None:
+                return None
+            return started[1] if which == "lifeline" else started[0]
+        return _children(agent.popen.pid).get(
+            {"sampler": "sp-metrics", "client": "sp-client-1"}[which]
+        )
+
+    return find
+
+
+# helper → (agent options, signal, the first run's status, what its error says)
+CASES: dict[str, tuple[tuple[str, ...], int, str, str]] = {
+    "sampler": ((), signal.SIGKILL, Run.Status.DONE, ""),
+    "client": (("--client-processes", "2"), signal.SIGKILL, Run.Status.FAILED,
+               "a client process died during the run (client process 2 of 2: killed by SIGKILL)"),
+    "engine": ((), signal.SIGKILL, Run.Status.INCOMPLETE, ""),
+    "lifeline": ((), signal.SIGKILL, Run.Status.DONE, ""),
+    "frozen engine": ((), signal.SIGSTOP, Run.Status.FAILED,
+                      f"the agent made no progress on this run for {STALL_SECONDS} s"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("which", list(CASES))
+def test_a_helper_killed_mid_run_ends_the_run_and_the_host_measures_the_next(
+    setup: Setup,
+    live_server: Any,
+    broker: str,
+    processes: list[Process],
+    tmp_path: Path,
+    fast_run_state: dict[str, str],
+    which: str,
+) -> None:
+    options, sig, status, error = CASES[which]
+    # given the portal's worker and beat and one agent, its stall bound short for the test
+    processes.append(start_portal_worker(broker, tmp_path, fast_run_state))
+    processes.append(start_beat(broker, tmp_path, fast_run_state))
+    agent = start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path,
+                        extra_args=("--stall-seconds", str(STALL_SECONDS), *options))  # fmt: skip
+    processes.append(agent)
+    logs = process_logs(processes)
+    created = api_as(setup.experimenter).post(
+        "/api/v1/experiments/",
+        {
+            "name": f"kill the {which}",
+            "baseline": setup.baseline.pk,
+            "candidates": [setup.ngram.pk],
+            "labels": ["baseline", "ngram"],
+            "workloads": [{"name": "chat", "dataset_name": "bundled", "category": "chat",
+                           "output_len": 24}],
+            "loads": [{"name": "c1", "concurrency": 1, "requests": QUIET_REQUESTS},
+                      {"name": "c2", "concurrency": 2, "requests": REQUESTS}],
+            "objectives": copy.deepcopy(OBJECTIVES),
+            "hosts": ["gpu-a"],
+            "repetitions": 1,
+        },
+        format="json",
+    )  # fmt: skip
+    assert created.status_code == 201, created.json()
+    experiment_id = int(created.json()["id"])
+    started = api_as(setup.experimenter).post(
+        f"/api/v1/experiments/{experiment_id}/start/", {}, format="json"
+    )
+    assert started.status_code == 200, started.json()
+    runs = Run.objects.filter(experiment_id=experiment_id)
+    assert runs.count() == 4
+    first = runs.filter(load="c2").order_by("sequence").first()
+    assert first is not None
+    # when the first run at c2 is measuring (a few requests done) and the helper is killed
+    wait_for(
+        lambda: (
+            RequestRecord.objects.filter(run=first).exists()
+            or Run.objects.filter(pk=first.pk, progress__phase="running").exists()
+        ),
+        90,
+        "the first run to be measuring",
+        logs,
+    )
+    pid = wait_for(_helper(agent, which), 30, f"the {which} process", logs)
+    time.sleep(2.0)  # requests in flight, samples taken
+    os.kill(pid, sig)
+    killed_at = time.monotonic()
+    try:
+        # then the first run ends within the bound, with the reason when it failed
+        wait_for(
+            lambda: Run.objects.filter(
+                pk=first.pk, status__in=[Run.Status.DONE, Run.Status.FAILED,
+                                         Run.Status.INCOMPLETE]).exists(),
+            ENDS_WITHIN_SECONDS + (STALL_SECONDS if sig == signal.SIGSTOP else 0),
+            f"the first run to end after the {which} was killed",
+            logs,
+        )  # fmt: skip
+        ended_in = time.monotonic() - killed_at
+        # and the same host measures the second run: nothing is wedged
+        wait_for(
+            lambda: Experiment.objects.get(pk=experiment_id).status != Experiment.Status.RUNNING,
+            180,
+            "the experiment to finish",
+            logs,
+        )
+    finally:
+        if sig == signal.SIGSTOP and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+    first.refresh_from_db()
+    assert (first.status, first.attempt) == (status, 1), (first.status, first.error, logs())
+    assert error in first.error, first.error
+    # every other run, the next one on this host included, measured in full at its first attempt
+    others = runs.exclude(pk=first.pk).order_by("sequence")
+    assert others.filter(sequence__gt=first.sequence).exists()
+    for other in others:
+        assert (other.status, other.attempt) == (Run.Status.DONE, 1), (other.error, logs())
+        expected = REQUESTS if other.load == "c2" else QUIET_REQUESTS
+        assert RequestRecord.objects.filter(run=other, success=True).count() == expected
+    if which == "sampler":
+        # the samples it took before it died are kept, and the run says what happened
+        assert first.server["sampler"]["exit"] == "killed by SIGKILL", first.server["sampler"]
+        assert first.server["sampler"]["samples"] >= 1
+        assert RequestRecord.objects.filter(run=first, success=True).count() == REQUESTS
+    if which == "engine":
+        assert 0 < RequestRecord.objects.filter(run=first, success=True).count() < REQUESTS
+    if which == "frozen engine":
+        # the stall watchdog failed the run, killed the frozen engine and restarted the agent in
+        # place (same pid), which measured the second run
+        assert ended_in >= STALL_SECONDS - 1, ended_in
+        assert _gone(pid)
+        assert "restarting the agent" in agent.log()
+        assert agent.popen.poll() is None
+    else:
+        assert "restarting the agent" not in agent.log()
+    assert ended_in < ENDS_WITHIN_SECONDS + STALL_SECONDS, ended_in
