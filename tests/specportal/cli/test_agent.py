@@ -72,3 +72,36 @@ def test_the_endpoint_health_timeout_is_an_agent_option_short_by_default() -> No
     given = parser.parse_args(["--host", "gpu-x", "--endpoint-health-timeout", "300"])
     assert given.endpoint_health_timeout == 300.0
     assert "--endpoint-health-timeout" in parser.format_help()
+
+
+@pytest.mark.parametrize(("env", "expected"), [(None, 600.0), ("45", 45.0), ("0", 0.0)])
+def test_the_stall_bound_comes_from_the_environment_or_the_option(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, expected: float
+) -> None:
+    import argparse
+
+    from specportal.cli import agent
+
+    if env is None:
+        monkeypatch.delenv("SPECPORTAL_STALL_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("SPECPORTAL_STALL_SECONDS", env)
+    parser = argparse.ArgumentParser()
+    agent.add_arguments(parser)
+    assert parser.parse_args(["--host", "gpu-x"]).stall_seconds == expected
+    assert parser.parse_args(["--host", "gpu-x", "--stall-seconds", "30"]).stall_seconds == 30.0
+
+
+@pytest.mark.parametrize("bad", ["-1", "soon", "inf", "nan"])
+def test_a_stall_bound_that_is_no_duration_is_refused(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from specportal.cli import agent
+
+    parser = argparse.ArgumentParser(prog="specportal agent")
+    agent.add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--host", "gpu-x", "--stall-seconds", bad])
+    assert "argument --stall-seconds:" in capsys.readouterr().err
