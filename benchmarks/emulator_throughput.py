@@ -218,6 +218,23 @@ def main() -> int:
         f"max {ms(noise['max'])}"
     )
     print(f"emulator waiting for a CPU  {100 * waited:.1f} % of the time (runnable, not running)")
+
+    def verdict(value: object, limit: float, at_least: bool = False) -> str:
+        if value is None:
+            return "NOT met (no figure)"
+        v = float(value)  # type: ignore[arg-type]
+        return "met" if (v >= limit if at_least else v <= limit) else "NOT met"
+
+    print("targets:")
+    for label, figure, state in (
+        ("chunks/s >= 20,000", f"{chunks:,.0f}", verdict(chunks, 20_000, at_least=True)),
+        ("emulator CPU <= 50 % of a core", f"{100 * cpu:.1f} %", verdict(cpu, 0.5)),
+        ("step lateness p50 <= 1 ms", ms(stats["lateness_p50_s"]),
+         verdict(stats["lateness_p50_s"], 0.001)),
+        ("step lateness p99 <= 5 ms", ms(stats["lateness_p99_s"]),
+         verdict(stats["lateness_p99_s"], 0.005)),
+    ):  # fmt: skip
+        print(f"    {label:32} {figure:>12}  {state}")
     print(
         f"load average                {os.getloadavg()[0]:.2f} (machine shared: figures are noisy)"
     )
