@@ -12,7 +12,7 @@ urlpatterns = [
     path("api/v1/schema/", SchemaApi.as_view(), name="api-schema"),
     path("api/v1/docs/", SwaggerDocsPage.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/redoc/", RedocDocsPage.as_view(url_name="api-schema"), name="api-redoc"),
-    path("api/v1/", include("accounts.urls")),
+    path("", include("accounts.urls")),
     # Each app's urls.py holds its API (under api/v1/) and its pages, with their full paths.
     path("", include("configurations.urls")),
     path("", include("hosts.urls")),
