@@ -261,6 +261,9 @@ class DeploymentObjectivesAcceptApi(APIView):
 
 class ChangeRequestListApi(APIView):
     permission_classes = (ProposerWrites,)
+    # Opening a change request is a proposal, what `specportal ci run --open-change-request`
+    # does after a KEEP with a CI token; deciding and applying it still need a full token.
+    token_scope = "submit"
 
     class ChangeRequestCreateInputSerializer(serializers.Serializer[Any]):
         deployment = serializers.SlugRelatedField(

@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         return _report_verdict(portal, args, args.experiment, {})
     except PortalError as exc:
+        if exc.code == "token_scope":
+            # Every write `ci` makes (submit, start, cancel, a change request) is open to a
+            # submit-scoped token: a read-only one is the wrong token, not a portal fault.
+            raise CliError(f"SPECPORTAL_TOKEN: token lacks the submit scope ({exc})") from None
         raise CliError(
             str(exc), exit_code=2 if 400 <= exc.status < 500 or not exc.status else 4
         ) from None

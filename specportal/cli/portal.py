@@ -21,8 +21,15 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 class PortalError(Exception):
     """The portal answered with an error: ``status``, its message and field paths."""
 
-    def __init__(self, status: int, message: str, fields: Mapping[str, list[str]] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        fields: Mapping[str, list[str]] | None = None,
+        code: str = "",
+    ):
         self.status = status
+        self.code = code
         self.fields = dict(fields or {})
         detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in self.fields.items())
         super().__init__(f"{message} ({detail})" if detail else message)
@@ -107,5 +114,5 @@ def _answer(response: httpx.Response) -> Any:
         error = body.get("error", {}) if isinstance(body, dict) else {}
         message = error.get("message") or (body and body.get("detail")) or response.reason_phrase
         raise PortalError(response.status_code, f"HTTP {response.status_code}: {message}",
-                          error.get("fields"))  # fmt: skip
+                          error.get("fields"), str(error.get("code") or ""))  # fmt: skip
     return body

@@ -244,6 +244,7 @@ SUBMIT_SCOPE_WRITES = {
     ("post", "api/v1/experiments/<int:experiment_id>/cancel/"),
     ("post", "api/v1/runs/<int:run_id>/cancel/"),
     ("post", "api/v1/imports/"),
+    ("post", "api/v1/change-requests/"),
 }
 READ_SCOPE_WRITES = {*VIEWER_MAY_POST, ("post", "api/v1/objectives/validate/")}
 UNSAFE_USER_ROUTES = [(m, r) for m, r in USER_ROUTES if m != "get"]

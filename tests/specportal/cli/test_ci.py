@@ -208,11 +208,11 @@ class DroppingProxy:
 def test_a_dropped_submission_is_retried_with_its_key_and_creates_one_experiment(
     live_server: Any, setup: Any, tmp_path: Path
 ) -> None:
-    from accounts.services import api_token_rotate
+    from accounts.services import api_token_create
     from experiments.models import Experiment
     from tests.fixtures import OBJECTIVES
 
-    token = api_token_rotate(user=setup.experimenter)
+    _, token = api_token_create(user=setup.experimenter, name="ci", scope="submit")
     document = {
         "name": "from CI", "mode": "import", "baseline": setup.baseline.pk,
         "candidates": [setup.ngram.pk], "workloads": [{"name": "chat"}],
@@ -273,10 +273,10 @@ def test_a_change_request_needs_one_candidate_and_is_refused_before_anything_run
 def test_an_unknown_deployment_is_refused_before_the_experiment_is_created(
     live_server: Any, setup: Any, tmp_path: Path
 ) -> None:
-    from accounts.services import api_token_rotate
+    from accounts.services import api_token_create
     from experiments.models import Experiment
 
-    token = api_token_rotate(user=setup.experimenter)
+    _, token = api_token_create(user=setup.experimenter, name="ci", scope="submit")
     document = {"name": "to nowhere", "baseline": setup.baseline.pk,
                 "candidates": [setup.ngram.pk]}  # fmt: skip
     done = _ci_run(document, live_server.url, tmp_path, "--open-change-request", "nowhere",
@@ -287,3 +287,45 @@ def test_an_unknown_deployment_is_refused_before_the_experiment_is_created(
         f"{live_server.url}"
     )
     assert not Experiment.objects.filter(name="to nowhere").exists()
+
+
+@pytest.mark.integration
+def test_a_read_scoped_token_reads_but_cannot_submit_or_cancel(
+    live_server: Any, setup: Any, tmp_path: Path
+) -> None:
+    from accounts.services import api_token_create
+    from experiments.models import Experiment
+    from tests.fixtures import OBJECTIVES, api_as
+
+    _, read = api_token_create(user=setup.experimenter, name="dashboard", scope="read")
+    document = {"name": "read only", "mode": "import", "baseline": setup.baseline.pk,
+                "candidates": [setup.ngram.pk], "workloads": [{"name": "chat"}],
+                "loads": [{"name": "c1", "concurrency": 1}],
+                "objectives": copy.deepcopy(OBJECTIVES)}  # fmt: skip
+    refused = _ci_run(document, live_server.url, tmp_path, token=read)
+    assert refused.returncode == 2, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert line == (
+        "specportal ci: error: SPECPORTAL_TOKEN: token lacks the submit scope (HTTP 403: This "
+        "token's scope is 'read': POST here needs a token with scope 'submit' or 'full'. Create "
+        "one on your account page (/account/).)"
+    )
+    assert not Experiment.objects.filter(name="read only").exists()
+    # What it may do, it does: the status of an experiment someone else submitted.
+    created = api_as(setup.experimenter).post("/api/v1/experiments/", document, format="json")
+    assert created.status_code == 201, created.json()
+    experiment_id = created.json()["id"]
+    env = {**__import__("os").environ, "SPECPORTAL_TOKEN": read}
+    ci = [sys.executable, "-m", "specportal", "ci"]
+    status = subprocess.run([*ci, "status", str(experiment_id), "--portal", live_server.url],
+                            capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert status.stdout == f"experiment {experiment_id} 'read only': draft, 0/0 runs finished\n"
+    cancel = subprocess.run([*ci, "cancel", str(experiment_id), "--portal", live_server.url],
+                            capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert cancel.returncode == 2
+    assert cancel.stderr.startswith(
+        "specportal ci: error: SPECPORTAL_TOKEN: token lacks the submit"
+    )
+    assert len(cancel.stderr.strip().splitlines()) == 1
+    assert Experiment.objects.get(pk=experiment_id).status == "draft"

@@ -1,5 +1,5 @@
-"""The issue's "Done when": ``specportal ci run`` as a CI job runs it (a subprocess, the token in
-``SPECPORTAL_TOKEN``) against a real portal — pytest's live server on PostgreSQL, a real portal
+"""The issue's "Done when": ``specportal ci run`` as a CI job runs it (a subprocess, a
+submit-scoped token in ``SPECPORTAL_TOKEN``) against a real portal — pytest's live server on PostgreSQL, a real portal
 Celery worker on Redis, agents of two emulated hosts — and gates on the verdict the worker stored.
 
 Four jobs at once, as four pipelines would:
@@ -125,12 +125,13 @@ class Job:
 def test_ci_run_gates_on_keep_drop_inconclusive_and_undecided(
     setup: Setup, live_server: Any, broker: str, processes: list[Process], tmp_path: Path
 ) -> None:
-    from accounts.services import api_token_rotate
+    from accounts.services import api_token_create
 
     processes.append(start_portal_worker(broker, tmp_path))
     for host in ("gpu-a", "gpu-b"):
         processes.append(start_agent(host, setup.tokens[host], live_server.url, broker, tmp_path))
-    token = api_token_rotate(user=setup.experimenter)
+    # What a team gives its pipeline: a token that may submit and start, never decide.
+    _, token = api_token_create(user=setup.experimenter, name="ci", scope="submit")
     # A demo deployment (the hosts are emulated) on the baseline, measured as the jobs measure.
     deployment_create(
         user=person("mia", roles.MANAGER), name="chat-demo", owner_team="serving",
