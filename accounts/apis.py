@@ -107,7 +107,8 @@ class ApiTokenListApi(APIView):
         examples=[TOKEN_CREATE_EXAMPLE, TOKEN_CREATED_EXAMPLE],
         description="Issue an API token for yourself. The secret (`token`) is in this answer "
         "only: it is stored as a SHA-256. Scopes: `read` (GET only), `submit` (also "
-        "configurations, experiments: create, plan, start, cancel, and imports; needs the "
+        "configurations, experiments: create, plan, start, cancel, imports and opening a change "
+        "request; needs the "
         "experimenter role), `full` (everything your roles allow). A token never does more "
         "than its user's roles allow at the moment of each request.",
     )

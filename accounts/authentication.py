@@ -8,7 +8,7 @@ Token``) and counts towards the address's failures (``accounts.throttling``: 429
 **Scopes.** A token acts as its user, whose roles are still checked by every view's permissions;
 its scope narrows that. Reads (GET, HEAD, OPTIONS) need ``read``; any other method needs what
 the view declares in ``token_scope`` (``"submit"`` on the CI endpoints: configurations,
-experiments, imports; ``"read"`` on POST endpoints that only compute, such as lint), and
+experiments, imports, opening change requests; ``"read"`` on POST endpoints that only compute, such as lint), and
 ``"full"`` where a view declares nothing — so an endpoint added later is closed to narrow
 tokens until its author opens it. The check is made here, where the request's view is known
 (``request.parser_context["view"]``), so no view can forget it: 403 ``token_scope``.
@@ -122,7 +122,8 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped
             "description": (
                 f"A user's API token: `{KEYWORD} <token>` (create one on /account/ or with "
                 "POST /api/v1/tokens/; shown once). Scopes: `read` (GET only), `submit` "
-                "(also configurations, experiments and imports), `full` (all the user's roles "
+                "(also configurations, experiments, imports, opening change requests), `full` (all "
+                "the user's roles "
                 "allow); a narrower scope gets 403 `token_scope`. A wrong, expired or revoked "
                 "token gets 401; too many failures from one address get 429 with Retry-After."
             ),

@@ -25,7 +25,7 @@ class ApiToken(models.Model):
         # Reads only: GET, HEAD and OPTIONS everywhere the user's roles allow reading.
         READ = "read", "read: read-only"
         # Reads, and what CI does: configurations, experiments (create, plan, start, cancel) and
-        # imports; views that allow it say so (``token_scope = "submit"``).
+        # imports, opening a change request; views that allow it say so (``token_scope = "submit"``).
         SUBMIT = "submit", "submit: create, plan, start and cancel experiments; imports"
         # Everything the user's roles allow (hosts for an operator, approvals for a manager,
         # tokens themselves). Tokens issued before scopes existed have this one.
