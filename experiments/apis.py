@@ -81,6 +81,7 @@ class ExperimentOutput(serializers.Serializer[Any]):
     cache_policy = serializers.CharField()
     failure_policy = serializers.CharField()
     max_failed_runs = serializers.IntegerField()
+    calibrate_draft_cost = serializers.BooleanField()
     objectives = serializers.JSONField()
     objectives_hash = serializers.CharField()
     mode = serializers.CharField()
@@ -158,6 +159,9 @@ class ExperimentListApi(APIView):
         max_failed_runs = serializers.IntegerField(
             min_value=0, max_value=limits.INT4_MAX, default=0
         )
+        # Per cell, one more run per candidate serving its draft model alone (measured cost c);
+        # refused for candidates without a standalone draft model (EAGLE heads, MTP, n-gram).
+        calibrate_draft_cost = serializers.BooleanField(default=False)
         arms_difference_reason = serializers.CharField(required=False, allow_blank=True, default="")
 
     @extend_schema(

@@ -114,7 +114,11 @@ def experiment_figures_refresh(
     ordered_refs = sorted(refs.values(), key=lambda a: a.position)
     runs = list(
         Run.objects.filter(
-            experiment_id=experiment_id, result_attempt__isnull=False, summary__isnull=False
+            experiment_id=experiment_id,
+            result_attempt__isnull=False,
+            summary__isnull=False,
+            # calibrate_draft_cost runs measure the draft alone: the verdict's model reads them
+            draft_alone_configuration__isnull=True,
         )
         .only("pk", "arm_id", "workload", "load", "result_attempt", "summary", "acceptance")
         .order_by("sequence")

@@ -45,6 +45,10 @@ class Experiment(models.Model):
     loads = models.JSONField()
     repetitions = models.PositiveIntegerField(default=3)
     warmup_requests = models.PositiveIntegerField(default=0)
+    # Per cell and standalone-draft candidate, one more run serving the draft model alone as the
+    # target (runs.Run.draft_alone_configuration): the verdict's speculation model then uses the
+    # measured draft cost c instead of the one implied from the speed-up.
+    calibrate_draft_cost = models.BooleanField(default=False)
     cache_policy = models.CharField(
         max_length=16, choices=CachePolicy.choices, default=CachePolicy.FRESH_SERVER
     )

@@ -49,6 +49,7 @@ AUDITED_FIELDS: Final = (
     "cache_policy",
     "failure_policy",
     "max_failed_runs",
+    "calibrate_draft_cost",
     "objectives",
     "objectives_hash",
     "locked_at",
@@ -163,6 +164,7 @@ def experiment_create(
     arms_difference_reason: str = "",
     mode: str = Experiment.Mode.MEASURED,
     context: Mapping[str, Any] | None = None,
+    calibrate_draft_cost: bool = False,
 ) -> Experiment:
     """Validate the whole definition at once (every problem reported with its path)."""
     errors: dict[str, list[str]] = {}
@@ -201,6 +203,9 @@ def experiment_create(
             + ", ".join(sorted({d["path"] for d in differences}))
             + " (give arms_difference_reason to allow it)"
         )
+    if calibrate_draft_cost:
+        for message in _draft_cost_refusals(candidates, arm_labels[1:], importing=importing):
+            errors.setdefault("calibrate_draft_cost", []).append(message)
     normalised: dict[str, Any] = {}
     try:
         normalised = validate_objectives(
@@ -226,6 +231,7 @@ def experiment_create(
         cache_policy=cache_policy,
         failure_policy=failure_policy,
         max_failed_runs=max_failed_runs,
+        calibrate_draft_cost=calibrate_draft_cost,
         objectives=normalised,
         arms_difference_reason=arms_difference_reason.strip() if differences else "",
         arms_differences=differences,
@@ -252,6 +258,62 @@ def experiment_create(
         actor=experiment.created_by,
     )
     return experiment
+
+
+def _draft_cost_refusals(
+    candidates: Sequence[FrozenConfiguration], labels: Sequence[str], *, importing: bool
+) -> list[str]:
+    """Why ``calibrate_draft_cost`` cannot be honoured: a candidate without a standalone draft
+    model (an EAGLE head or MTP layer runs on the target's hidden states; n-gram has no model),
+    or an imported experiment (nothing here measures its runs)."""
+    from analysis.speculation import DraftCostRefused, draft_alone_configuration
+
+    if importing:
+        return ["an imported experiment measures nothing: no run can serve a draft alone"]
+    refusals = []
+    for label, candidate in zip(labels, candidates, strict=False):
+        try:
+            draft_alone_configuration(candidate.document)
+        except DraftCostRefused as exc:
+            refusals.append(f"{label}: {exc}")
+    return refusals
+
+
+def _draft_alone_runs(experiment: Experiment, planned: Sequence[Run]) -> list[Run]:
+    """The calibrate_draft_cost runs: per cell and candidate, the candidate's draft model served
+    alone as the target with the cell's workload and concurrency, on the cell's host, after
+    every planned run (repetition 0: it is no repetition of the arm)."""
+    from analysis.speculation import draft_alone_configuration
+    from configurations.services import configuration_create
+
+    host_of = {(r.workload, r.load): r.host for r in planned}
+    estimate = {(r.workload, r.load): r.estimated_seconds for r in planned}
+    sequence = max((r.sequence for r in planned), default=0)
+    runs = []
+    for arm in experiment.arms.select_related("configuration").order_by("position")[1:]:
+        alone, _ = configuration_create(
+            document=draft_alone_configuration(arm.configuration.document),
+            name=f"{arm.configuration.name or arm.label} — draft alone"[:200],
+            description=f"The draft model of {arm.configuration.name or arm.label} served alone "
+            "as the target, to measure its cost (calibrate_draft_cost).",
+        )
+        for workload, load in host_of:
+            sequence += 1
+            runs.append(
+                Run(
+                    experiment=experiment,
+                    arm=arm,
+                    host=host_of[(workload, load)],
+                    sequence=sequence,
+                    workload=workload,
+                    load=load,
+                    repetition=0,
+                    position=1,
+                    estimated_seconds=estimate[(workload, load)],
+                    draft_alone_configuration=alone,
+                )
+            )
+    return runs
 
 
 def _require_draft(experiment: Experiment) -> None:
@@ -281,12 +343,7 @@ def experiment_plan(*, experiment: Experiment) -> list[Run]:
         fresh_server=experiment.cache_policy == Experiment.CachePolicy.FRESH_SERVER,
     )
     experiment.runs.all().delete()
-    audit.record(
-        action="experiment.plan",
-        target=experiment,
-        after={"runs": len(planned), "hosts": [h.name for h in hosts]},
-    )
-    return Run.objects.bulk_create(
+    runs = [
         Run(
             experiment=experiment,
             arm=by_label[p.arm],
@@ -299,7 +356,15 @@ def experiment_plan(*, experiment: Experiment) -> list[Run]:
             estimated_seconds=p.estimated_seconds,
         )
         for p in planned
+    ]
+    if experiment.calibrate_draft_cost:
+        runs += _draft_alone_runs(experiment, runs)
+    audit.record(
+        action="experiment.plan",
+        target=experiment,
+        after={"runs": len(runs), "hosts": [h.name for h in hosts]},
     )
+    return Run.objects.bulk_create(runs)
 
 
 def _start_refusals(

@@ -32,7 +32,8 @@ READ_CHUNK: Final = 1024 * 1024
 def run_spec(run: Run) -> dict[str, Any]:
     """What an agent needs to execute a run (``RunSpec``); nothing about other runs or hosts."""
     experiment = run.experiment
-    config = run.arm.configuration
+    # A calibrate_draft_cost run serves its arm's draft model alone, in the arm's place.
+    config = run.draft_alone_configuration or run.arm.configuration
     workload = next(w for w in experiment.workloads if w["name"] == run.workload)
     load = next(x for x in experiment.loads if x["name"] == run.load)
     return RunSpec(
@@ -65,7 +66,9 @@ def run_spec(run: Run) -> dict[str, Any]:
         # Checked when the experiment was created; read again so the agent gets every key.
         workload=Workload.from_dict(workload, path="workload"),
         load=LoadLevel.from_dict(load, path="load"),
-        repetition=run.repetition,
+        # A calibrate_draft_cost run (repetition 0: no repetition of its arm) sends the workload
+        # of the first repetition.
+        repetition=run.repetition or 1,
         sequence=run.sequence,
         # The objectives' per-request SLOs (schema 2): the load generator measures goodput and
         # slo_attainment against them.

@@ -42,9 +42,20 @@ class Run(models.Model):
     sequence = models.PositiveIntegerField()  # execution order within the experiment, from 1
     workload = models.CharField(max_length=100)
     load = models.CharField(max_length=100)
-    repetition = models.PositiveIntegerField()
+    repetition = models.PositiveIntegerField()  # from 1; 0 for a calibrate_draft_cost run
     position = models.PositiveIntegerField()  # place of the arm in its rotation block, from 1
     estimated_seconds = models.FloatField()
+    # A calibrate_draft_cost run (experiments.services): the arm's draft model served alone as
+    # the target, same workload and concurrency, to measure the draft's cost c. The agent serves
+    # this configuration instead of the arm's; the verdict reads it as the arm's draft cost, never
+    # as one of its repetitions.
+    draft_alone_configuration = models.ForeignKey(
+        "configurations.FrozenConfiguration",
+        on_delete=models.PROTECT,
+        related_name="draft_alone_runs",
+        null=True,
+        blank=True,
+    )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PLANNED)
     attempt = models.PositiveIntegerField(default=0)  # 0 until first queued

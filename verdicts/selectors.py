@@ -156,6 +156,7 @@ def experiment_input(*, experiment: Experiment) -> tuple[ExperimentInput, list[d
                 # Without timings the records serve pairing and text only (never SLO figures).
                 requests=requests or None,
                 error=run.error,
+                draft_alone=run.draft_alone_configuration_id is not None,
                 failed_to_start=(not measured)
                 and not any(note in run.error for note in NOT_THE_CANDIDATES),
             )
