@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -29,6 +30,7 @@ from experiments.models import Experiment
 from specportal.api.errors import ApplicationError
 from specportal.api.idempotency import idempotent
 from specportal.api.input import NameField, refuse_unknown_fields, refuse_unknown_filters
+from specportal.api.query import ChoiceList, query_clean
 from specportal.engines.launch import build_launch_command
 
 
@@ -217,7 +219,11 @@ class DeploymentHistoryApi(APIView):
 
     @extend_schema(
         operation_id="deployments_history",
-        parameters=[OpenApiParameter("as_of", str, description="an ISO 8601 moment")],
+        parameters=[
+            OpenApiParameter(
+                "as_of", OpenApiTypes.DATETIME, description="an ISO 8601 moment with a time zone"
+            )
+        ],
         responses=PeriodOutput(many=True),
     )
     def get(self, request: Request, name: str) -> Response:
@@ -259,6 +265,12 @@ class DeploymentObjectivesAcceptApi(APIView):
         return Response(_deployment_body(deployment), status=status.HTTP_201_CREATED)
 
 
+class ChangeRequestFilters(serializers.Serializer[Any]):
+    deployment = serializers.CharField(required=False, max_length=200)
+    state = ChoiceList(ChangeRequest.State.values, required=False, help_text="one or several")
+    author = serializers.CharField(required=False, max_length=150)
+
+
 class ChangeRequestListApi(APIView):
     permission_classes = (ProposerWrites,)
     # Opening a change request is a proposal, what `specportal ci run --open-change-request`
@@ -280,12 +292,12 @@ class ChangeRequestListApi(APIView):
 
     @extend_schema(
         operation_id="change_requests_list",
-        parameters=[OpenApiParameter(name, str) for name in selectors.CHANGE_REQUEST_FILTERS],
+        parameters=[ChangeRequestFilters],
         responses=ChangeRequestOutput(many=True),
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, selectors.CHANGE_REQUEST_FILTERS)
-        requests = selectors.change_request_list(filters=request.query_params.dict())[:200]
+        filters = query_clean(request, ChangeRequestFilters)
+        requests = selectors.change_request_list(filters=filters)[:200]
         return Response(ChangeRequestOutput(requests, many=True).data)
 
     @extend_schema(

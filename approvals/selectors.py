@@ -44,7 +44,7 @@ def deployment_configuration_as_of(
     )
 
 
-def change_request_list(*, filters: Mapping[str, str] | None = None) -> QuerySet[ChangeRequest]:
+def change_request_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[ChangeRequest]:
     given = {k: v for k, v in (filters or {}).items() if v}
     requests: QuerySet[ChangeRequest] = ChangeRequest.objects.select_related(
         "deployment", "from_configuration", "to_configuration", "author", "decided_by"
@@ -52,7 +52,10 @@ def change_request_list(*, filters: Mapping[str, str] | None = None) -> QuerySet
     if "deployment" in given:
         requests = requests.filter(deployment__name=given["deployment"])
     if "state" in given:
-        requests = requests.filter(state__in=given["state"].split(","))
+        states = given["state"]
+        requests = requests.filter(
+            state__in=states.split(",") if isinstance(states, str) else states
+        )
     if "author" in given:
         requests = requests.filter(author__username=given["author"])
     return requests

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from accounts import roles
 from accounts.selectors import user_has_role
 from audit import selectors
-from specportal.api.input import refuse_unknown_filters
+from specportal.api.query import query_clean
 
 
 class IsManager(BasePermission):
@@ -41,19 +41,26 @@ class AuditEventOutput(serializers.Serializer[Any]):
     hash = serializers.CharField()
 
 
+class AuditFilters(serializers.Serializer[Any]):
+    actor = serializers.CharField(required=False, max_length=200, help_text="who (user name)")
+    action = serializers.CharField(required=False, max_length=200, help_text="a prefix")
+    object_type = serializers.CharField(required=False, max_length=100)
+    object_id = serializers.CharField(required=False, max_length=100)
+    since = serializers.DateField(required=False, help_text="first day (inclusive)")
+    until = serializers.DateField(required=False, help_text="last day (inclusive)")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=200)
+
+
 class AuditEventListApi(APIView):
     permission_classes = (IsManager,)
 
     @extend_schema(
         operation_id="audit_events_list",
-        parameters=[OpenApiParameter(name, str) for name in (*selectors.FILTERS, "limit")],
+        parameters=[AuditFilters],
         responses=AuditEventOutput(many=True),
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, (*selectors.FILTERS, "limit"))
-        try:
-            limit = max(1, min(1000, int(request.query_params.get("limit", "200"))))
-        except ValueError:
-            limit = 200
-        events = selectors.event_list(filters=request.query_params.dict())[:limit]
+        filters = query_clean(request, AuditFilters)
+        limit = filters.pop("limit")
+        events = selectors.event_list(filters=filters)[:limit]
         return Response(AuditEventOutput(events, many=True).data)

@@ -17,7 +17,7 @@ FILTERS = ("actor", "action", "object_type", "object_id", "since", "until")
 _HEAD_LINE = re.compile(r"audit head seq=(\d+) hash=([0-9a-f]{64})")
 
 
-def event_list(*, filters: Mapping[str, str] | None = None) -> QuerySet[AuditEvent]:
+def event_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[AuditEvent]:
     """Newest first; ``actor`` and ``action`` match a prefix (``change_request.`` all of them)."""
     events = AuditEvent.objects.all()
     given = {key: value for key, value in (filters or {}).items() if value}

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,8 +27,8 @@ from specportal.api.input import (
     NameField,
     StrictCharField,
     refuse_unknown_fields,
-    refuse_unknown_filters,
 )
+from specportal.api.query import Choice, object_id, query_clean
 from specportal.engines.document import DocumentError, diff, identity
 from specportal.engines.flags import ENGINES
 from specportal.engines.importer import ImportProblem, import_command
@@ -37,18 +36,6 @@ from specportal.engines.launch import build_launch_command
 from specportal.engines.lint import HostFacts, lint
 
 MAX_PAGE = 1000
-
-
-def _page(request: Request, qs: QuerySet[Any]) -> tuple[list[Any], int]:
-    try:
-        limit = min(max(int(request.query_params.get("limit", 100)), 1), MAX_PAGE)
-        offset = max(int(request.query_params.get("offset", 0)), 0)
-    except ValueError as exc:
-        raise ApplicationError(
-            "limit and offset must be integers.",
-            fields={"limit": ["must be an integer"], "offset": ["must be an integer"]},
-        ) from exc
-    return list(qs[offset : offset + limit]), qs.count()
 
 
 def _document_problem(exc: DocumentError, prefix: str = "document") -> ApplicationError:
@@ -83,16 +70,20 @@ class ConfigurationOutput(serializers.ModelSerializer[FrozenConfiguration]):
         return obj.created_by.get_username() if obj.created_by else None
 
 
-CONFIGURATION_FILTERS = (
-    "engine",
-    "method",
-    "target_hash",
-    "proposal_hash",
-    "label",
-    "search",
-    "limit",
-    "offset",
-)
+class ConfigurationFilters(serializers.Serializer[Any]):
+    engine = Choice(ENGINES, required=False)
+    method = serializers.CharField(required=False, max_length=64)
+    target_hash = serializers.CharField(required=False, max_length=64)
+    proposal_hash = serializers.CharField(required=False, max_length=64)
+    # A field named like Field.label: DRF's metaclass moves it aside, mypy cannot know.
+    label = serializers.CharField(  # type: ignore[assignment]
+        required=False, max_length=400, help_text="`key` or `key=value`"
+    )
+    search = serializers.CharField(
+        required=False, max_length=200, help_text="substring of the name"
+    )
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=100)
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=2**62, default=0)
 
 
 class ConfigurationListApi(APIView):
@@ -108,16 +99,7 @@ class ConfigurationListApi(APIView):
         labels = LabelsField(required=False, default=dict)
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("engine", str, enum=list(ENGINES)),
-            OpenApiParameter("method", str),
-            OpenApiParameter("target_hash", str),
-            OpenApiParameter("proposal_hash", str),
-            OpenApiParameter("label", str, description="`key` or `key=value`"),
-            OpenApiParameter("search", str, description="substring of the name"),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-        ],
+        parameters=[ConfigurationFilters],
         operation_id="configurations_list",
         responses=inline_serializer(
             "ConfigurationList",
@@ -125,22 +107,10 @@ class ConfigurationListApi(APIView):
         ),
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, CONFIGURATION_FILTERS)
-        params = request.query_params
-        engine = params.get("engine")
-        if engine and engine not in ENGINES:
-            raise ApplicationError(
-                "Unknown engine.", fields={"engine": [f"one of {', '.join(ENGINES)}"]}
-            )
-        qs = selectors.configuration_list(
-            engine=engine,
-            method=params.get("method"),
-            target_hash=params.get("target_hash"),
-            proposal_hash=params.get("proposal_hash"),
-            label=params.get("label"),
-            search=params.get("search"),
-        )
-        rows, count = _page(request, qs)
+        filters = query_clean(request, ConfigurationFilters)
+        limit, offset = filters.pop("limit"), filters.pop("offset")
+        qs = selectors.configuration_list(**filters)
+        rows, count = list(qs[offset : offset + limit]), qs.count()
         return Response({"count": count, "results": ConfigurationOutput(rows, many=True).data})
 
     @extend_schema(
@@ -202,9 +172,13 @@ class ConfigurationDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class DiffQuery(serializers.Serializer[Any]):
+    other = object_id(help_text="the id of the configuration to compare with")
+
+
 class ConfigurationDiffApi(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("other", int, required=True)],
+        parameters=[DiffQuery],
         responses=inline_serializer(
             "ConfigurationDiff",
             {
@@ -219,19 +193,8 @@ class ConfigurationDiffApi(APIView):
     )
     def get(self, request: Request, config_id: int) -> Response:
         left = get_object_or_404(FrozenConfiguration, pk=config_id)
-        refuse_unknown_filters(request, ("other",))
-        other = request.query_params.get("other", "")
-        if not other:
-            raise ApplicationError(
-                "Say which configuration to compare with.",
-                fields={"other": ["required: the id of another configuration"]},
-            )
-        if not other.isdigit():
-            raise ApplicationError(
-                "Say which configuration to compare with.",
-                fields={"other": ["must be the integer id of a configuration"]},
-            )
-        right = get_object_or_404(FrozenConfiguration, pk=int(other))
+        other = query_clean(request, DiffQuery)["other"]
+        right = get_object_or_404(FrozenConfiguration, pk=other)
         return Response(
             {
                 "left": left.pk,
@@ -267,21 +230,19 @@ FINDINGS_OUTPUT = inline_serializer(
 )
 
 
+class LaunchQuery(serializers.Serializer[Any]):
+    host = serializers.CharField(required=False, max_length=255, help_text="address to serve on")
+    port = serializers.IntegerField(required=False, min_value=1, max_value=65535)
+
+
 def _launch_params(request: Request) -> dict[str, Any]:
-    refuse_unknown_filters(request, ("host", "port"))
-    host = request.query_params.get("host") or None
-    port_text = request.query_params.get("port")
-    port = None
-    if port_text:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ApplicationError("Bad port.", fields={"port": ["must be 1..65535"]})
-        port = int(port_text)
-    return {"host": host, "port": port}
+    query = query_clean(request, LaunchQuery)
+    return {"host": query.get("host"), "port": query.get("port")}
 
 
 class ConfigurationLaunchCommandApi(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("host", str), OpenApiParameter("port", int)],
+        parameters=[LaunchQuery],
         responses=LAUNCH_OUTPUT,
         description="The exact argv and, separately, the environment.",
     )
@@ -299,15 +260,20 @@ def _host_facts(name: str | None) -> HostFacts | None:
     return HostFacts(name=host.name, offline=host.offline)
 
 
+class LintQuery(serializers.Serializer[Any]):
+    host = serializers.CharField(
+        required=False, max_length=200, help_text="lint for planning onto this host"
+    )
+
+
 class ConfigurationLintApi(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("host", str, description="lint for planning onto this host")],
+        parameters=[LintQuery],
         responses=FINDINGS_OUTPUT,
     )
     def get(self, request: Request, config_id: int) -> Response:
         config = get_object_or_404(FrozenConfiguration, pk=config_id)
-        refuse_unknown_filters(request, ("host",))
-        host = _host_facts(request.query_params.get("host"))
+        host = _host_facts(query_clean(request, LintQuery).get("host"))
         return Response({"findings": [f.as_dict() for f in lint(config.document, host=host)]})
 
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
-    OpenApiParameter,
     extend_schema,
     extend_schema_field,
     inline_serializer,
@@ -28,7 +26,8 @@ from hosts.models import GpuHost
 from runs.apis import RunOutput
 from runs.selectors import run_list
 from specportal.api.idempotency import idempotent
-from specportal.api.input import NameField, refuse_unknown_fields, refuse_unknown_filters
+from specportal.api.input import NameField, refuse_unknown_fields
+from specportal.api.query import Choice, query_clean
 from specportal.protocol import limits
 
 VERDICT_SUMMARY = inline_serializer(
@@ -86,14 +85,14 @@ class ExperimentOutput(serializers.Serializer[Any]):
     objectives_hash = serializers.CharField()
     mode = serializers.CharField()
     context = serializers.JSONField()  # type: ignore[assignment]
-    locked_at = serializers.DateTimeField()
+    locked_at = serializers.DateTimeField(allow_null=True)
     arms_difference_reason = serializers.CharField()
     arms_differences = serializers.JSONField()
     lint_override_reason = serializers.CharField()
     lint_findings = serializers.JSONField()
     created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
     verdict = serializers.SerializerMethodField()
 
     def get_hosts(self, experiment: Experiment) -> list[str]:
@@ -115,6 +114,22 @@ PLAN_OUTPUT = inline_serializer(
         "estimated_seconds": serializers.FloatField(),
         "family": FAMILY_PLAN,
         "runs": RunOutput(many=True),
+    },
+)
+
+
+# The CI context's fields (equality) and the mode.
+ExperimentFilters = type(
+    "ExperimentFilters",
+    (serializers.Serializer,),
+    {
+        **{
+            key: serializers.CharField(
+                required=False, max_length=500, help_text=f"context.{key} equals"
+            )
+            for key in CONTEXT_KEYS
+        },
+        "mode": Choice(Experiment.Mode.values, required=False),
     },
 )
 
@@ -167,17 +182,12 @@ class ExperimentListApi(APIView):
     @extend_schema(
         operation_id="experiments_list",
         responses=ExperimentOutput(many=True),
-        parameters=[
-            OpenApiParameter(name, OpenApiTypes.STR, description=f"context.{name} equals")
-            for name in CONTEXT_KEYS
-        ]
-        + [OpenApiParameter("mode", OpenApiTypes.STR, enum=list(Experiment.Mode.values))],
+        parameters=[ExperimentFilters],
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, (*CONTEXT_KEYS, "mode"))
-        params = request.query_params
-        filters = {k: str(params[k]) for k in CONTEXT_KEYS if k in params}
-        experiments = selectors.experiment_list(context=filters, mode=params.get("mode"))[:200]
+        filters = query_clean(request, ExperimentFilters)
+        mode = filters.pop("mode", None)
+        experiments = selectors.experiment_list(context=filters, mode=mode)[:200]
         return Response(ExperimentOutput(experiments, many=True).data)
 
     @extend_schema(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,7 +20,8 @@ from hosts import selectors, services
 from hosts.models import GpuHost
 from specportal.api.errors import ApplicationError
 from specportal.api.idempotency import idempotent
-from specportal.api.input import LabelsField, refuse_unknown_fields, refuse_unknown_filters
+from specportal.api.input import LabelsField, refuse_unknown_fields
+from specportal.api.query import Choice, Flag, query_clean
 
 
 class HostOutput(serializers.ModelSerializer[GpuHost]):
@@ -74,19 +75,20 @@ class HostInput(serializers.Serializer[Any]):
 HOST_INPUT_FIELDS = tuple(HostInput().fields)
 
 
+class HostFilters(serializers.Serializer[Any]):
+    emulated = Flag(required=False, help_text="only emulated hosts (true) or only real (false)")
+    mode = Choice(GpuHost.Mode.values, required=False)
+
+
 class HostListApi(APIView):
     permission_classes = (IsOperatorOrReadOnly,)
 
     @extend_schema(
-        parameters=[OpenApiParameter("emulated", bool), OpenApiParameter("mode", str)],
-        operation_id="hosts_list",
-        responses=HostOutput(many=True),
+        parameters=[HostFilters], operation_id="hosts_list", responses=HostOutput(many=True)
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown_filters(request, ("emulated", "mode"))
-        emulated_text = request.query_params.get("emulated")
-        emulated = None if emulated_text is None else emulated_text.lower() in ("1", "true")
-        hosts = selectors.host_list(emulated=emulated, mode=request.query_params.get("mode"))
+        filters = query_clean(request, HostFilters)
+        hosts = selectors.host_list(emulated=filters.get("emulated"), mode=filters.get("mode"))
         return Response(HostOutput(hosts, many=True).data)
 
     @extend_schema(request=HostInput, responses={201: HostOutput})

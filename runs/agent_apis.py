@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,6 +20,8 @@ from hosts.models import GpuHost
 from runs import services
 from runs.models import Run
 from specportal.api.errors import ApplicationError
+from specportal.api.query import query_clean
+from specportal.api.schema import errors
 from specportal.protocol import LoadLevel, Progress, ProtocolError, RunSpec, Workload
 from specportal.protocol.engine_report import PHASES
 from specportal.protocol.runspec import RunArm, RunConfiguration, RunExperiment, RunHost
@@ -131,6 +133,8 @@ class AgentRunClaimApi(_AgentApi):
         responses=RUN_SPEC_OUTPUT,
         description="Conditional: 409 if another attempt holds the run.",
     )
+    # Agents of a newer version may send keys this portal does not know yet: ignored.
+    @errors(open_body=True)
     def post(self, request: Request, run_id: int) -> Response:
         data = self.AgentClaimInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -156,6 +160,8 @@ class AgentHeartbeatApi(_AgentApi):
             },
         ),
     )
+    # Agents of a newer version may send keys this portal does not know yet: ignored.
+    @errors(open_body=True)
     def post(self, request: Request) -> Response:
         data = self.AgentHeartbeatInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -182,6 +188,8 @@ class AgentRunProgressApi(_AgentApi):
             {"cancel_requested": serializers.BooleanField(), "status": serializers.CharField()},
         ),
     )
+    # Agents of a newer version may send keys this portal does not know yet: ignored.
+    @errors(open_body=True)
     def post(self, request: Request, run_id: int) -> Response:
         try:
             progress = Progress.from_dict(request.data)
@@ -192,12 +200,16 @@ class AgentRunProgressApi(_AgentApi):
         return Response({"cancel_requested": run.cancel_requested, "status": run.status})
 
 
+class ResultQuery(serializers.Serializer[Any]):
+    attempt = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+
+
 class AgentRunResultApi(_AgentApi):
     """PUT ``?attempt=N`` with the gzip'd result envelope as the body (idempotent per attempt)."""
 
     @extend_schema(
         operation_id="agent_run_result",
-        parameters=[OpenApiParameter("attempt", int, required=True)],
+        parameters=[ResultQuery],
         request={"application/json": OpenApiTypes.BINARY},
         responses=inline_serializer(
             "AgentResultStored",
@@ -216,12 +228,7 @@ class AgentRunResultApi(_AgentApi):
         ),
     )
     def put(self, request: Request, run_id: int) -> Response:
-        try:
-            attempt = int(request.query_params.get("attempt", ""))
-        except ValueError:
-            raise ApplicationError(
-                "attempt is required", fields={"attempt": ["an integer >= 1"]}
-            ) from None
+        attempt = query_clean(request, ResultQuery)["attempt"]
         self.own_run(request, run_id)
         # Read the stream ourselves: Django's request.body refuses anything above
         # DATA_UPLOAD_MAX_MEMORY_SIZE, and result files are far larger than form posts.

@@ -9,7 +9,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
-    OpenApiParameter,
     OpenApiResponse,
     extend_schema,
     inline_serializer,
@@ -24,7 +23,8 @@ from runs import selectors, services
 from runs.models import Run
 from specportal.api.errors import ApplicationError
 from specportal.api.idempotency import idempotent
-from specportal.api.input import refuse_unknown_filters
+from specportal.api.query import Choice, object_id, query_clean
+from specportal.api.schema import errors
 
 MAX_PAGE: Final = 1000
 DEFAULT_PAGE: Final = 100
@@ -45,14 +45,14 @@ class RunOutput(serializers.Serializer[Any]):
     status = serializers.CharField()
     attempt = serializers.IntegerField()
     cancel_requested = serializers.BooleanField()
-    queued_at = serializers.DateTimeField()
-    claimed_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField()
+    queued_at = serializers.DateTimeField(allow_null=True)
+    claimed_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField()
     progress = serializers.JSONField()
-    requests_total = serializers.IntegerField()
-    requests_failed = serializers.IntegerField()
+    requests_total = serializers.IntegerField(allow_null=True)
+    requests_failed = serializers.IntegerField(allow_null=True)
     # Fraction of prompt tokens served from the prefix cache; null when the engine did not say.
     prefix_cache_hit_fraction = serializers.FloatField(allow_null=True)
     prefix_cache_source = serializers.CharField(source="prefix_cache.source", allow_null=True)
@@ -74,35 +74,30 @@ class RunDetailOutput(RunOutput):
     log_excerpt = serializers.CharField()
     summary = serializers.JSONField()
     prefix_cache = serializers.JSONField()
-    result_attempt = serializers.IntegerField()
+    result_attempt = serializers.IntegerField(allow_null=True)
 
 
-RUN_FILTER_PARAMETERS = [
-    OpenApiParameter("experiment", int),
-    OpenApiParameter("status", str, enum=[value for value, _ in Run.Status.choices]),
-    OpenApiParameter("host", str, description="host name"),
-    OpenApiParameter("arm", str, description="arm label"),
-    OpenApiParameter("workload", str),
-    OpenApiParameter("load", str),
-    OpenApiParameter("repetition", int),
-]
+class RunFilters(serializers.Serializer[Any]):
+    experiment = object_id(required=False)
+    status = Choice(Run.Status.values, required=False)
+    host = serializers.CharField(required=False, max_length=200, help_text="host name")
+    arm = serializers.CharField(required=False, max_length=200, help_text="arm label")
+    workload = serializers.CharField(required=False, max_length=200)
+    load = serializers.CharField(required=False, max_length=200)
+    repetition = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
 
 class RunListApi(APIView):
     @extend_schema(
         operation_id="runs_list",
-        parameters=RUN_FILTER_PARAMETERS,
+        parameters=[RunFilters],
         responses=RunOutput(many=True),
         description=f"In execution order; at most {MAX_PAGE} runs.",
     )
     def get(self, request: Request) -> Response:
-        # A misspelt filter would list every run as if it matched.
-        refuse_unknown_filters(request, selectors.RUN_FILTERS)
-        try:
-            runs = selectors.run_list(filters=request.query_params)
-            page = list(runs[:MAX_PAGE])
-        except ValueError as exc:
-            raise ApplicationError("Invalid filter.", fields={"query": [str(exc)]}) from exc
+        # A misspelt filter, or a value no run can have, would list every run or none.
+        filters = query_clean(request, RunFilters)
+        page = list(selectors.run_list(filters=filters)[:MAX_PAGE])
         return Response(RunOutput(page, many=True).data)
 
 
@@ -147,7 +142,7 @@ class RunRequestsApi(APIView):
     """Per-request records, keyset-paginated: ``?after=<index>&limit=<n>``; ``next`` continues."""
 
     class QuerySerializer(serializers.Serializer[Any]):
-        after = serializers.IntegerField(min_value=-1, default=-1)
+        after = serializers.IntegerField(min_value=-1, max_value=2**31 - 1, default=-1)
         limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE)
 
     @extend_schema(
@@ -162,12 +157,10 @@ class RunRequestsApi(APIView):
         ),
     )
     def get(self, request: Request, run_id: int) -> Response:
-        refuse_unknown_filters(request, tuple(self.QuerySerializer().fields))
-        query = self.QuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = query_clean(request, self.QuerySerializer)
         run = selectors.run_get(run_id=run_id)
-        rows = selectors.request_records_page(run=run, **query.validated_data)
-        after = rows[-1]["index"] if len(rows) == query.validated_data["limit"] else None
+        rows = selectors.request_records_page(run=run, **query)
+        after = rows[-1]["index"] if len(rows) == query["limit"] else None
         return Response({"results": rows, "next_after": after})
 
 
@@ -204,6 +197,27 @@ ImportedOutput = inline_serializer(
 )
 
 
+class ImportQuery(serializers.Serializer[Any]):
+    experiment = object_id(help_text="the import-mode experiment to fill")
+    arm = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="arm label (needed when the experiment has several)",
+    )
+    cell = serializers.CharField(
+        required=False,
+        max_length=401,
+        help_text="WORKLOAD/LOAD; default: the load level the "
+        "file's max_concurrency / request_rate describe",
+    )
+    repetition = serializers.IntegerField(
+        required=False, min_value=1, max_value=2**31 - 1, help_text="default: the next free"
+    )
+    filename = serializers.CharField(
+        required=False, max_length=255, help_text="named in error paths"
+    )
+
+
 class ImportApi(APIView):
     """Other tools' result files into an import-mode experiment (validated whole first)."""
 
@@ -214,15 +228,7 @@ class ImportApi(APIView):
 
     @extend_schema(
         operation_id="imports_create",
-        parameters=[
-            OpenApiParameter("experiment", OpenApiTypes.INT, required=True),
-            OpenApiParameter("arm", OpenApiTypes.STR, description="arm label (needed when the "
-                             "experiment has several)"),
-            OpenApiParameter("cell", OpenApiTypes.STR, description="WORKLOAD/LOAD; default: the "
-                             "load level the file's max_concurrency / request_rate describe"),
-            OpenApiParameter("repetition", OpenApiTypes.INT, description="default: the next free"),
-            OpenApiParameter("filename", OpenApiTypes.STR, description="named in error paths"),
-        ],
+        parameters=[ImportQuery],
         request={"application/json": OpenApiTypes.BINARY, "application/gzip": OpenApiTypes.BINARY,
                  "multipart/form-data": OpenApiTypes.BINARY},
         responses={201: ImportedOutput, 200: ImportedOutput},
@@ -240,29 +246,22 @@ class ImportApi(APIView):
                       "SpecPortal", "source_format": "vllm-bench-serve"}],
             "created": [True], "from": ["file.result.json.run 0"]})],
     )  # fmt: skip
+    @errors(404)  # the experiment named by ?experiment=
     def post(self, request: Request) -> Response:
         from runs.imports import run_import
 
-        refuse_unknown_filters(request, ("experiment", "arm", "cell", "repetition", "filename"))
-        params = request.query_params
-        try:
-            experiment = int(params.get("experiment", ""))
-            repetition = int(params["repetition"]) if params.get("repetition") else None
-        except ValueError:
-            raise ApplicationError("experiment and repetition are whole numbers.",
-                                   fields={"experiment": ["an integer"]}) from None  # fmt: skip
-        if repetition is not None and repetition < 1:
-            raise ApplicationError("repetition starts at 1.", fields={"repetition": [">= 1"]})
-        files = _uploaded_files(request)
-        imported = run_import(experiment_id=experiment, files=files, arm=params.get("arm"),
-                              cell=params.get("cell"), repetition=repetition)  # fmt: skip
+        query = query_clean(request, ImportQuery)
+        files = _uploaded_files(request, query.get("filename"))
+        imported = run_import(experiment_id=query["experiment"], files=files,
+                              arm=query.get("arm"), cell=query.get("cell"),
+                              repetition=query.get("repetition"))  # fmt: skip
         created = [i.created for i in imported]
         body = {"runs": RunOutput([i.run for i in imported], many=True).data, "created": created,
                 "from": [i.file for i in imported]}  # fmt: skip
         return Response(body, status=201 if any(created) else 200)
 
 
-def _uploaded_files(request: Request) -> list[tuple[str, bytes]]:
+def _uploaded_files(request: Request, filename: str | None) -> list[tuple[str, bytes]]:
     django_request = request._request
     if (request.content_type or "").startswith("multipart/form-data"):
         parts = django_request.FILES.getlist("file")
@@ -284,4 +283,4 @@ def _uploaded_files(request: Request) -> list[tuple[str, bytes]]:
                                    fields={"body": [f"over {IMPORT_MAX_BYTES} bytes"]})  # fmt: skip
     if not body:
         raise ApplicationError("The body is empty.", fields={"body": ["a result file"]})
-    return [(request.query_params.get("filename") or "upload", bytes(body))]
+    return [(filename or "upload", bytes(body))]

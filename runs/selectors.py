@@ -22,7 +22,8 @@ TIMING_BATCH: Final = 10_000
 RUN_FILTERS: Final = ("experiment", "status", "host", "arm", "workload", "load", "repetition")
 
 
-def run_list(*, filters: Mapping[str, str]) -> QuerySet[Run]:
+def run_list(*, filters: Mapping[str, Any]) -> QuerySet[Run]:
+    """Runs matching ``filters`` (typed values, as ``runs.apis.RunFilters`` reads them)."""
     runs = Run.objects.select_related("arm", "host", "experiment")
     for key in RUN_FILTERS:
         value = filters.get(key)

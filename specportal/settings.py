@@ -213,9 +213,14 @@ REST_FRAMEWORK = {
     # to X-Forwarded-For (DRF would otherwise trust the whole header, which a client writes).
     "NUM_PROXIES": SPECPORTAL_TRUSTED_PROXIES,
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsViewer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, plus every 4xx in the one error shape (specportal.api.schema).
+    "DEFAULT_SCHEMA_CLASS": "specportal.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "specportal.api.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # The API reads JSON only (a form post is a 415), so its schema offers JSON bodies only.
+    # Uploads (results, imports) read their raw stream; imports' multipart is Django's own.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -239,6 +244,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Frozen serving configurations, experiments, runs and verdicts.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Request bodies get components of their own ("…Request"): they can say
+    # additionalProperties: false (unknown fields are refused) without binding the answers.
+    "COMPONENT_SPLIT_REQUEST": True,
     # The schema and docs pages need a login or token like every other endpoint.
     "SERVE_PERMISSIONS": ["accounts.permissions.IsViewer"],
     # Self-hosted Swagger UI and Redoc so the docs pages work without network access.

@@ -154,7 +154,7 @@ def test_unknown_request_fields_and_filters_get_did_you_mean(config: FrozenConfi
         assert misspelt.status_code == 400, url
         assert "did you mean" in next(iter(misspelt.json()["error"]["fields"].values()))[0]
     other = client.get(f"/api/v1/configurations/{config.pk}/diff/?other=abc")
-    assert other.json()["error"]["fields"]["other"] == ["must be the integer id of a configuration"]
+    assert other.json()["error"]["fields"]["other"] == ["A valid integer is required."]
 
 
 def test_identity_cannot_be_patched_but_name_and_labels_can(config: FrozenConfiguration) -> None:
