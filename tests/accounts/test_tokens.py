@@ -332,3 +332,23 @@ def test_host_tokens_share_the_implementation_and_their_prefix_reveals_no_secret
     host.refresh_from_db()
     assert host.token_prefix == "sph_"
     assert host_get_by_token(token=old) == host
+
+
+def test_a_deactivated_users_token_gets_401(setup: Setup) -> None:
+    _, secret = api_token_create(user=setup.experimenter, name="ci", scope="read")
+    User.objects.filter(pk=setup.experimenter.pk).update(is_active=False)
+    answer = _client(secret).get("/api/v1/whoami/")
+    assert answer.status_code == 401
+    assert "deactivated" in answer.json()["error"]["message"]
+
+
+def test_a_view_declaring_an_unknown_scope_fails_loudly() -> None:
+    from accounts.authentication import scope_needed
+
+    class Misspelt:
+        token_scope = "sumbit"
+
+    assert scope_needed(Misspelt(), "GET") == "read"
+    with pytest.raises(ValueError, match="sumbit"):
+        scope_needed(Misspelt(), "POST")
+    assert scope_needed(object(), "DELETE") == "full"
