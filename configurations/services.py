@@ -14,6 +14,7 @@ from configurations.models import EDITABLE_FIELDS, FrozenConfiguration
 from specportal.api.errors import ApplicationError
 from specportal.api.input import labels_clean
 from specportal.engines.document import DocumentError, prepare
+from specportal.protocol.invisible import invisible_formatting
 
 # What an audit event keeps of a configuration: its identity (the document is immutable and named
 # by its hash) and what can change.
@@ -156,6 +157,8 @@ def configuration_resolve(
             raise ApplicationError("No such configuration.", fields={f"{path}.id": ["not found"]})
         return found
     name = str(value.get("name") or "")
+    if why := invisible_formatting(name):
+        raise ApplicationError("The arm's name is not valid.", fields={f"{path}.name": [why]})
     if "import_command" in value:
         try:
             document = import_command(

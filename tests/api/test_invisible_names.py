@@ -116,6 +116,10 @@ def test_experiment_names_and_arm_labels_are_checked(setup: Setup) -> None:
              "name")  # fmt: skip
     _refused(api.post(url, _experiment_body(setup, labels=["baseline", f"ng{RLO}ram"]),
                       format="json"), "labels.1")  # fmt: skip
+    # an arm given inline, stored by content, names its configuration
+    inline = {"document": {**copy.deepcopy(BASELINE), "sampling": {"seed": 9}}, "name": f"b{RLO}"}
+    _refused(api.post(url, _experiment_body(setup, baseline=inline), format="json"),
+             "baseline.name")  # fmt: skip
     assert not Experiment.objects.exists()
 
 
