@@ -197,6 +197,9 @@ def _parse_openai(kind: EndpointKind, events: Sequence[Event], out: ParsedStream
     texts: list[str] = []
     loads = orjson.loads
     chunk_times = out.chunk_times
+    add_time, add_text, add_tokens = chunk_times.append, texts.append, tokens.append
+    usage_seen: dict[str, Any] | None = None
+    finish: str | None = None
     for event in events:
         # The usual event (a JSON object, no error) decoded here; anything else by ``_decode``.
         try:
@@ -208,32 +211,39 @@ def _parse_openai(kind: EndpointKind, events: Sequence[Event], out: ParsedStream
             if payload is None:
                 continue
         usage = payload.get("usage")
-        if isinstance(usage, dict):
-            out.usage = usage
+        completion = None
+        if type(usage) is dict:
+            usage_seen = usage
+            completion = usage.get("completion_tokens")
         choices = payload.get("choices")
         if choices:
             choice = choices[0]
             piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
             if piece:
-                texts.append(piece)
-            if choice.get("finish_reason") is not None:
-                out.finish_reason = str(choice["finish_reason"])
-            chunk_times.append(event[0])
+                add_text(piece)
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                finish = str(reason)
+            add_time(event[0])
             if one_per_content:
-                tokens.append(1 if piece else 0)
-            elif isinstance(usage, dict) and usage.get("completion_tokens") is not None:
-                now = int(usage["completion_tokens"])
-                tokens.append(now - last_completion)
+                add_tokens(1 if piece else 0)
+            elif completion is not None:
+                now = int(completion)
+                add_tokens(now - last_completion)
                 last_completion = now
             elif not piece:
                 # No usage and no text (SGLang's role chunk has ``usage: null``): 0 here, and the
                 # cumulative count of the next chunk carries anything it held; checked below.
-                tokens.append(0)
+                add_tokens(0)
                 tentative = True
             else:
                 counts_known = False  # text without a count: unknown, not guessed
-        if isinstance(payload.get("timings"), dict):
+        if "timings" in payload and isinstance(payload["timings"], dict):
             out.timings = payload["timings"]
+    if usage_seen is not None:
+        out.usage = usage_seen
+    if finish is not None:
+        out.finish_reason = finish
     out.text = "".join(texts)
     if out.usage is not None:
         if out.usage.get("completion_tokens") is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import accumulate
 
 import numpy as np
 
@@ -36,31 +35,36 @@ def split_events(
     if not data:
         return [], b""
     buf = bytes(data)
-    if b"\r" not in buf:
-        # The common case (vLLM, SGLang, llama.cpp write ``\n\n``): one split, one lookup.
+    crlf = b"\r" in buf
+    if not crlf:
+        # The common case (vLLM, SGLang, llama.cpp write ``\n\n``): one split.
         blocks = buf.split(b"\n\n")
         tail = blocks.pop()
-        cuts = list(accumulate(len(block) + 2 for block in blocks))
+        lengths = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks))
+        cuts = np.cumsum(lengths + 2)
     else:
-        blocks, cuts = [], []
+        blocks, offsets = [], []
         start = 0
         for match in _EVENT_END.finditer(buf):
             blocks.append(buf[start : match.start()])
             start = match.end()
-            cuts.append(start)
+            offsets.append(start)
         tail = buf[start:]
+        cuts = np.asarray(offsets, dtype=np.int64)
     if not blocks:
         return [], tail
     # The first read whose end reaches the terminator's end delivered it.
     which = np.searchsorted(np.asarray(ends, dtype=np.int64), cuts, side="left")
     at = np.asarray(times, dtype=np.float64)[which].tolist()
+    if not crlf and buf.count(b"\n") == 2 * len(blocks) + tail.count(b"\n"):
+        # No block has a line break of its own: if each is a ``data: `` line, that is all.
+        simple = [(t, block[6:]) for block, t in zip(blocks, at, strict=True)
+                  if block.startswith(b"data: ")]  # fmt: skip
+        if len(simple) == len(blocks):
+            return simple, tail
     events: list[Event] = []
-    append = events.append
     for block, t in zip(blocks, at, strict=True):
-        if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
-            append((t, block[6:]))  # one ``data:`` line, the usual shape
-        else:
-            _append(events, block, t)
+        _append(events, block, t)
     return events, tail
 
 

@@ -43,6 +43,15 @@ def test_split_events_across_reads_and_several_per_read() -> None:
     assert tail == b"data: [DO"
 
 
+def test_one_unusual_event_among_plain_ones_is_read_the_general_way() -> None:
+    plain = [b'data: {"a": 1}\n\n', b"data:2\n\n", b": ping\n\ndata: 3\n\n"]
+    events, tail = split_of([1.0, 2.0, 3.0], plain)
+    assert events == [(1.0, b'{"a": 1}'), (2.0, b"2"), (3.0, b"3")]
+    assert tail == b""
+    events, _ = split_of([1.0], [b"data: 1\n\ndata: 2\n\n"])
+    assert events == [(1.0, b"1"), (1.0, b"2")]
+
+
 def test_split_events_ignores_comments_and_joins_multiline_data() -> None:
     reads = [b': keep-alive\n\nevent: x\ndata: {"a":\ndata: 1}\n\n: ping\n\n']
     events, tail = split_of([5.0], reads)
