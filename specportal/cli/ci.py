@@ -113,6 +113,22 @@ def _key(document: bytes, action: str) -> str:
 
 
 def _run(portal: Any, args: argparse.Namespace) -> int:
+    """SIGTERM (a CI system cancelling the job) is caught from the first request on: one that
+    lands while the experiment is being created or started cancels it as soon as it exists,
+    instead of killing the command and leaving it running on the hosts."""
+    stop: dict[str, int | None] = {"signal": None}
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        stop["signal"] = signum
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return _submit_and_gate(portal, args, stop)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _submit_and_gate(portal: Any, args: argparse.Namespace, stop: dict[str, int | None]) -> int:
     try:
         raw = Path(args.document).read_bytes()
         document = json.loads(raw)
@@ -132,7 +148,7 @@ def _run(portal: Any, args: argparse.Namespace) -> int:
     portal.request("POST", f"/api/v1/experiments/{experiment_id}/start/", json=start_options,
                    key=_key(raw, "start"))  # fmt: skip
     deadline = time.monotonic() + args.timeout
-    state, runs = _wait(portal, experiment_id, args, deadline)
+    state, runs = _wait(portal, experiment_id, args, deadline, stop)
     if state["status"] == "stopped":
         raise Undecided(
             f"experiment {experiment_id} stopped: runs failed beyond its failure policy"
@@ -247,48 +263,43 @@ def _verdict_of_every_run(
 
 
 def _wait(
-    portal: Any, experiment_id: int, args: argparse.Namespace, deadline: float
+    portal: Any,
+    experiment_id: int,
+    args: argparse.Namespace,
+    deadline: float,
+    stop: dict[str, int | None],
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Poll until the experiment finishes (its state and its runs then); SIGTERM cancels it
-    unless --keep-running; Ctrl-C on a terminal asks first."""
+    """Poll until the experiment finishes (its state and its runs then); SIGTERM (``stop``)
+    cancels it unless --keep-running; Ctrl-C on a terminal asks first."""
     tty = sys.stdout.isatty()
     seen: set[int] = set()
-    stop = {"signal": None}
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        stop["signal"] = signum  # type: ignore[assignment]
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        while True:
-            try:
-                experiment = portal.request("GET", f"/api/v1/experiments/{experiment_id}/")
-                runs = portal.request("GET", "/api/v1/runs/", params={"experiment": experiment_id})
-                _show(runs, seen, tty)
-                if experiment["status"] in FINISHED:
-                    if tty:
-                        print(flush=True)
-                    return dict(experiment), list(runs)
-                if stop["signal"] is not None:
-                    _interrupted(portal, experiment_id, args, "SIGTERM")
-                if time.monotonic() > deadline:
-                    if not args.keep_running:
-                        portal.request("POST", f"/api/v1/experiments/{experiment_id}/cancel/")
-                    raise Undecided(f"timed out after {args.timeout:.0f} s; experiment "
-                                    f"{experiment_id} {'left running' if args.keep_running else 'cancelled'}")  # fmt: skip
-                time.sleep(args.poll)
-            except KeyboardInterrupt:
+    while True:
+        try:
+            experiment = portal.request("GET", f"/api/v1/experiments/{experiment_id}/")
+            runs = portal.request("GET", "/api/v1/runs/", params={"experiment": experiment_id})
+            _show(runs, seen, tty)
+            if experiment["status"] in FINISHED:
                 if tty:
-                    answer = input(f"\nCancel experiment {experiment_id} on the portal? [y/N] ")
-                    if answer.strip().lower() not in ("y", "yes"):
-                        raise Undecided(
-                            f"interrupted; experiment {experiment_id} left running"
-                        ) from None
+                    print(flush=True)
+                return dict(experiment), list(runs)
+            if stop["signal"] is not None:
+                _interrupted(portal, experiment_id, args, "SIGTERM")
+            if time.monotonic() > deadline:
+                if not args.keep_running:
                     portal.request("POST", f"/api/v1/experiments/{experiment_id}/cancel/")
-                    raise Undecided(f"interrupted; experiment {experiment_id} cancelled") from None
-                _interrupted(portal, experiment_id, args, "interrupt")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+                raise Undecided(f"timed out after {args.timeout:.0f} s; experiment "
+                                f"{experiment_id} {'left running' if args.keep_running else 'cancelled'}")  # fmt: skip
+            time.sleep(args.poll)
+        except KeyboardInterrupt:
+            if tty:
+                answer = input(f"\nCancel experiment {experiment_id} on the portal? [y/N] ")
+                if answer.strip().lower() not in ("y", "yes"):
+                    raise Undecided(
+                        f"interrupted; experiment {experiment_id} left running"
+                    ) from None
+                portal.request("POST", f"/api/v1/experiments/{experiment_id}/cancel/")
+                raise Undecided(f"interrupted; experiment {experiment_id} cancelled") from None
+            _interrupted(portal, experiment_id, args, "interrupt")
 
 
 def _interrupted(portal: Any, experiment_id: int, args: argparse.Namespace, what: str) -> None:

@@ -329,3 +329,57 @@ def test_a_read_scoped_token_reads_but_cannot_submit_or_cancel(
     )
     assert len(cancel.stderr.strip().splitlines()) == 1
     assert Experiment.objects.get(pk=experiment_id).status == "draft"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("keep_running", [False, True])
+def test_sigterm_from_a_cancelled_ci_job_cancels_the_experiment_unless_keep_running(
+    live_server: Any, setup: Any, tmp_path: Path, keep_running: bool
+) -> None:
+    import os
+    import signal
+    import time
+
+    from accounts.services import api_token_create
+    from experiments.models import Experiment
+    from tests.fixtures import OBJECTIVES
+    from tests.harness import wait_for
+
+    _, token = api_token_create(user=setup.experimenter, name="ci", scope="submit")
+    # An import-mode experiment waits for uploads that never come: only the signal ends it.
+    document = {"name": "cancelled job", "mode": "import", "baseline": setup.baseline.pk,
+                "candidates": [setup.ngram.pk], "workloads": [{"name": "chat"}],
+                "loads": [{"name": "c1", "concurrency": 1}],
+                "objectives": copy.deepcopy(OBJECTIVES)}  # fmt: skip
+    path = tmp_path / "experiment.json"
+    path.write_text(json.dumps(document))
+    job = subprocess.Popen(
+        [sys.executable, "-m", "specportal", "ci", "run", str(path), "--portal", live_server.url,
+         "--poll", "0.3", *(["--keep-running"] if keep_running else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "SPECPORTAL_TOKEN": token},
+    )  # fmt: skip
+    try:
+        experiment = wait_for(
+            lambda: Experiment.objects.filter(name="cancelled job", status="running").first(),
+            60, "the job to start its experiment",
+        )  # fmt: skip
+        time.sleep(0.5)
+        job.send_signal(signal.SIGTERM)
+        stdout, stderr = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 4, stderr
+    [line] = stderr.strip().splitlines()
+    experiment.refresh_from_db()
+    if keep_running:
+        assert line == (
+            f"specportal ci: error: SIGTERM: experiment {experiment.pk} left running "
+            "(--keep-running)"
+        )
+        assert experiment.status == "running"
+    else:
+        assert line == f"specportal ci: error: SIGTERM: experiment {experiment.pk} cancelled"
+        assert experiment.status == "cancelled"
+    assert f"experiment {experiment.pk} created" in stdout
