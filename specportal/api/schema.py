@@ -40,6 +40,11 @@ DESCRIPTIONS: Final = {
     415: "The body's media type is not one this operation reads.",
     429: "Too many requests or failed authentications: wait for `Retry-After` seconds.",
 }
+# A throttled answer says when to come back (accounts.throttling, the login lockout).
+RETRY_AFTER: Final = {
+    "description": "Seconds until a request from this address (or for this account) is read again.",
+    "schema": {"type": "integer", "minimum": 0},
+}
 WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BODIES: Final = frozenset({"POST", "PUT", "PATCH"})
 
@@ -113,13 +118,13 @@ class AutoSchema(SpectacularAutoSchema):
         statuses = self._error_statuses(operation.get("parameters", []), "requestBody" in operation)
         responses = operation["responses"]
         for status in sorted(statuses):
-            responses.setdefault(
-                str(status),
-                {
-                    "description": DESCRIPTIONS[status],
-                    "content": {"application/json": {"schema": error}},
-                },
-            )
+            answer: dict[str, Any] = {
+                "description": DESCRIPTIONS[status],
+                "content": {"application/json": {"schema": error}},
+            }
+            if status == 429:
+                answer["headers"] = {"Retry-After": RETRY_AFTER}
+            responses.setdefault(str(status), answer)
         operation["responses"] = dict(sorted(responses.items()))
         return operation
 

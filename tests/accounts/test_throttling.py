@@ -200,3 +200,19 @@ def test_x_forwarded_for_gives_no_fresh_address(db: None, login_limits: Any) -> 
         HTTP_X_FORWARDED_FOR="198.51.100.200",
     )
     assert answer.status_code == 429
+
+
+def test_the_schema_documents_429_with_retry_after() -> None:
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)  # type: ignore[no-untyped-call]
+    for path, method in (
+        ("/api/v1/whoami/", "get"),
+        ("/api/v1/tokens/", "post"),
+        ("/api/v1/agent/heartbeat", "post"),
+    ):
+        throttled = schema["paths"][path][method]["responses"]["429"]
+        assert throttled["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Error"
+        }
+        assert throttled["headers"]["Retry-After"]["schema"]["type"] == "integer"
