@@ -135,7 +135,7 @@ def main() -> int:
     from configurations.services import configuration_create
     from experiments.models import Arm, Experiment
     from hosts.services import host_register
-    from runs import ingest, pgcopy
+    from runs import ingest, pgcopy, uploads
     from runs.models import RequestRecord, ResultUpload, Run
 
     if connection.vendor != "postgresql":
@@ -194,7 +194,8 @@ def main() -> int:
 
     try:
         run = new_run(1)
-        upload = ResultUpload.objects.create(run=run, attempt=1, body=body, sha256="-")
+        upload = ResultUpload.objects.create(run=run, attempt=1, sha256="-", size=len(body))
+        uploads.body_store(upload, uploads.ReceivedBody.of(body))
         profiler = cProfile.Profile() if args.profile else None
         t, cpu = time.perf_counter(), time.process_time()
         if profiler is not None:

@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.db.models.functions import Length
 from django.http import HttpRequest
 
-from runs.models import RequestRecord, ResultUpload, Run, RunFigures
+from runs.models import RequestRecord, ResultUpload, ResultUploadPart, Run, RunFigures
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -59,18 +57,18 @@ class RequestRecordAdmin(ReadOnlyAdmin):
 class ResultUploadAdmin(ReadOnlyAdmin):
     list_display = ("id", "run", "attempt", "size", "sha256", "received_at", "ingested_at")
     list_select_related = ("run",)
-    # The gzip'd body is hundreds of MB at most: shown by size and hash, never inline.
-    exclude = ("body",)
-    readonly_fields = ("size",)
+    # The gzip'd body (its pieces, ResultUploadPart) is hundreds of MB at most: shown by size
+    # and hash, never inline.
     show_full_result_count = False
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ResultUpload]:
-        uploads: QuerySet[ResultUpload] = super().get_queryset(request)
-        return uploads.defer("body").annotate(body_bytes=Length("body"))
 
-    @admin.display(description="bytes", ordering="body_bytes")
-    def size(self, obj: ResultUpload) -> int:
-        return int(getattr(obj, "body_bytes", 0) or 0)
+@admin.register(ResultUploadPart)
+class ResultUploadPartAdmin(ReadOnlyAdmin):
+    list_display = ("id", "upload", "number")
+    list_select_related = ("upload",)
+    # A piece is megabytes of gzip: never shown.
+    exclude = ("data",)
+    show_full_result_count = False
 
 
 @admin.register(RunFigures)

@@ -5,7 +5,7 @@ A host sees and touches only its own runs: every lookup is filtered by ``request
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from hosts.authentication import HostTokenAuthentication, IsHostAgent
 from hosts.models import GpuHost
-from runs import services
+from runs import services, uploads
 from runs.models import Run
 from specportal.api.errors import ApplicationError
 from specportal.api.query import query_clean
@@ -25,10 +25,6 @@ from specportal.api.schema import errors
 from specportal.protocol import LoadLevel, Progress, ProtocolError, RunSpec, Workload
 from specportal.protocol.engine_report import PHASES
 from specportal.protocol.runspec import RunArm, RunConfiguration, RunExperiment, RunHost
-
-# A result file of 100,000 requests × 100 chunks is a few hundred MB of JSON before gzip.
-MAX_RESULT_BYTES: Final = 2 * 1024**3
-READ_CHUNK: Final = 1024 * 1024
 
 
 def run_spec(run: Run) -> dict[str, Any]:
@@ -230,19 +226,36 @@ class AgentRunResultApi(_AgentApi):
     def put(self, request: Request, run_id: int) -> Response:
         attempt = query_clean(request, ResultQuery)["attempt"]
         self.own_run(request, run_id)
-        # Read the stream ourselves: Django's request.body refuses anything above
-        # DATA_UPLOAD_MAX_MEMORY_SIZE, and result files are far larger than form posts.
-        body = bytearray()
-        stream = request._request
-        while chunk := stream.read(READ_CHUNK):
-            body += chunk
-            if len(body) > MAX_RESULT_BYTES:
-                raise ApplicationError("The result file is too large.", status_code=413)
-        if not body:
-            raise ApplicationError("The result file is empty.", fields={"body": ["required"]})
-        upload = services.run_result_receive(
-            host=self.host(request), run_id=run_id, attempt=attempt, body=bytes(body)
+        cap = uploads.max_upload_bytes()
+        too_large = ApplicationError(
+            f"The result upload is larger than {cap} bytes (SPECPORTAL_RESULT_UPLOAD_MAX_BYTES).",
+            code="too_large",
+            fields={"body": [f"at most {cap} bytes"]},
+            status_code=413,
         )
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > cap:  # refused before a byte of it is read
+            services.run_result_too_large(
+                host=self.host(request), run_id=run_id, attempt=attempt, limit=cap
+            )
+            raise too_large
+        # The stream itself, never request.body: the upload goes to a temporary file as it
+        # comes (Django's request.body would hold it whole, and refuse it past
+        # DATA_UPLOAD_MAX_MEMORY_SIZE).
+        try:
+            body = uploads.ReceivedBody.spooled(request._request, max_bytes=cap)  # type: ignore[arg-type]  # HttpRequest.read is the WSGI stream's
+        except uploads.BodyTooLarge:
+            services.run_result_too_large(
+                host=self.host(request), run_id=run_id, attempt=attempt, limit=cap
+            )
+            raise too_large from None
+        with body.file:
+            upload = services.run_result_receive(
+                host=self.host(request), run_id=run_id, attempt=attempt, body=body
+            )
         return Response(
             {"run": run_id, "attempt": upload.attempt, "sha256": upload.sha256, "stored": True}
         )

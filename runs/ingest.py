@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
-import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
 
 from runs import pgcopy
 from runs.models import REQUEST_RECORD_FIELDS, RequestRecord, ResultUpload, Run
+from runs.uploads import body_read
 from specportal.protocol import EngineReport, ProtocolError, ResultEnvelope
 
 OUTCOMES: Final = {
@@ -71,48 +70,6 @@ def decode_envelope(body: bytes) -> ResultEnvelope:
         return ResultEnvelope.from_json(body)
     except ProtocolError as exc:
         raise IngestError(str(exc), exc.fields) from exc
-
-
-@dataclass(frozen=True)
-class UploadProblem:
-    """Why an upload is refused: a message and field paths (the agents' API's error shape).
-
-    Paths are the protocol's (``result.requests.12.index``); what concerns the file itself
-    (gzip, JSON) is at ``body``."""
-
-    message: str
-    fields: dict[str, list[str]]
-
-
-def upload_problem(body: bytes, *, run_id: int, attempt: int) -> UploadProblem | None:
-    """Everything the worker will need to ingest ``body`` for this run and attempt, checked
-    now: the gzip, the JSON, the envelope and every record (``ResultEnvelope.from_json``), and
-    that the envelope is this run's and this attempt's. None: it will ingest."""
-    if not body:
-        return UploadProblem("The result upload is empty.", {"body": ["required"]})
-    try:
-        envelope = decode_envelope(body)
-    except IngestError as exc:
-        fields = {(path or "body"): messages for path, messages in exc.fields.items()}
-        shown = str(exc).replace("document:", "body:")
-        if not shown.startswith("The result upload"):
-            shown = f"The result upload is not valid: {shown}"
-        return UploadProblem(shown, fields)
-    wrong = {
-        key: [f"this upload is for run {run_id} attempt {attempt}, not {value}"]
-        for key, value, expected in (
-            ("run", envelope.run, run_id),
-            ("attempt", envelope.attempt, attempt),
-        )
-        if value != expected
-    }
-    if wrong:
-        return UploadProblem(
-            "The result upload is not valid: it names another run or attempt "
-            f"(run {envelope.run} attempt {envelope.attempt}).",
-            wrong,
-        )
-    return None
 
 
 def _error_text(record: Mapping[str, Any]) -> str:
@@ -179,22 +136,6 @@ def insert_rows(rows: Iterable[Sequence[Any]]) -> int:
     return count + len(batch)
 
 
-def _upload_body(upload_id: int) -> bytes:
-    """The stored upload, fetched in binary: as text, 90 MB of bytea come as 180 MB of hex."""
-    if connection.vendor != "postgresql":
-        return bytes(ResultUpload.objects.values_list("body", flat=True).get(pk=upload_id))
-    table = ResultUpload._meta.db_table
-    connection.ensure_connection()
-    # Django's cursors bind client-side, which cannot ask for binary results; a plain psycopg
-    # cursor on the same connection (so in the same transaction) can.
-    with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(f"SELECT body FROM {table} WHERE id = %s", [upload_id], binary=True)
-        row = cursor.fetchone()
-    if row is None:
-        raise ResultUpload.DoesNotExist(f"upload {upload_id}")
-    return bytes(row[0])
-
-
 def store_records(run_id: int, records: Iterable[Mapping[str, Any]]) -> int:
     rows = record_rows(run_id, records)
     if connection.vendor == "postgresql":
@@ -229,7 +170,7 @@ def upload_ingest(*, upload_id: int) -> Run:
     The run row is locked first, so two workers ingesting the same upload serialise and the
     second sees ``result_attempt`` already set and does nothing.
     """
-    upload = ResultUpload.objects.select_for_update().defer("body").get(pk=upload_id)
+    upload = ResultUpload.objects.select_for_update().get(pk=upload_id)
     run = Run.objects.select_for_update().get(pk=upload.run_id)
     if upload.ingested_at is not None or run.result_attempt is not None:
         return run
@@ -247,7 +188,7 @@ def upload_ingest(*, upload_id: int) -> Run:
     gc.disable()
     try:
         try:
-            envelope = decode_envelope(_upload_body(upload.pk))
+            envelope = decode_envelope(body_read(upload.pk))
         except IngestError as exc:
             envelope = ResultEnvelope(
                 run.pk, upload.attempt, "failed", f"unreadable result upload: {exc}"

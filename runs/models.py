@@ -188,14 +188,15 @@ class RequestRecord(models.Model):
 class ResultUpload(models.Model):
     """An agent's result file as received (gzip'd JSON), one per run and attempt.
 
-    The upload answers the agent at once; a portal worker ingests it. Keeping the body lets a
-    failed ingestion be retried, and the unique (run, attempt) makes a repeated PUT harmless.
+    The upload is checked whole, then answered; a portal worker ingests it. Its body is kept in
+    ``ResultUploadPart`` pieces (written and read a piece at a time), which lets a failed
+    ingestion be retried; the unique (run, attempt) makes a repeated PUT harmless.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="uploads")
     attempt = models.PositiveIntegerField()
-    body = models.BinaryField()
     sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField(default=0)  # bytes of the body as received
     received_at = models.DateTimeField(auto_now_add=True)
     ingested_at = models.DateTimeField(null=True, blank=True)
     ingest_error = models.TextField(blank=True)
@@ -210,6 +211,25 @@ class ResultUpload(models.Model):
 
     def __str__(self) -> str:
         return f"upload of run {self.run_id} attempt {self.attempt}"
+
+
+class ResultUploadPart(models.Model):
+    """One piece of an upload's body, in order (``number`` from 0): the web process streams an
+    upload into pieces and never holds it whole; the worker reads them back in order."""
+
+    upload = models.ForeignKey(
+        ResultUpload, on_delete=models.CASCADE, related_name="parts", db_index=False
+    )
+    number = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["upload", "number"], name="result_upload_part_once"),
+        )
+
+    def __str__(self) -> str:
+        return f"part {self.number} of upload {self.upload_id}"
 
 
 class RunFigures(models.Model):

@@ -8,7 +8,6 @@ re-publish lost messages and re-queue runs whose lease ran out.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
@@ -23,8 +22,9 @@ from django.utils import timezone
 from hosts.models import GpuHost
 from hosts.services import host_heartbeat_record
 from runs import dispatch, signals
-from runs.ingest import UploadProblem, apply_engine_report, upload_ingest, upload_problem
+from runs.ingest import apply_engine_report, upload_ingest
 from runs.models import ResultUpload, Run
+from runs.uploads import ReceivedBody, UploadProblem, body_store, upload_problem
 from specportal.api.errors import ApplicationError
 from specportal.protocol import Progress
 from specportal.protocol.engine_report import STARTED_PHASES
@@ -196,48 +196,69 @@ def run_progress(
     return run
 
 
-def run_result_receive(*, host: GpuHost, run_id: int, attempt: int, body: bytes) -> ResultUpload:
+def run_result_receive(
+    *, host: GpuHost, run_id: int, attempt: int, body: ReceivedBody | bytes
+) -> ResultUpload:
     """Check the agent's result file for this attempt whole, then keep it for a portal worker.
 
     Idempotent: a repeated PUT for the same attempt returns the first upload untouched (or its
     refusal again). The file is read and checked completely before anything is acknowledged
-    (``ingest.upload_problem``): a file the worker could not ingest is refused here with a 400
-    naming the fields at fault, and its run fails with that reason (what the attempt reported
-    before is kept) so the host moves on; a run is never left waiting on an upload that cannot
-    land. Stored, the lease stops counting (the agent's part is over), so the reaper never
-    re-queues a run whose result is waiting for ingestion.
+    (``runs.uploads.upload_problem``, in memory bounded whatever its size): a file the worker
+    could not ingest is refused here with a 400 naming the fields at fault, and its run fails
+    with that reason (what the attempt reported before is kept) so the host moves on; a run is
+    never left waiting on an upload that cannot land. Stored, the lease stops counting (the
+    agent's part is over), so the reaper never re-queues a run whose result is waiting for
+    ingestion.
     """
+    received = body if isinstance(body, ReceivedBody) else ReceivedBody.of(body)
     existing = _existing_upload(host, run_id, attempt)
     if existing is not None:
         return existing
     # 409 for an attempt the host no longer holds, before any work on the body: a stale
     # attempt's upload, valid or not, must not touch the attempt that replaced it.
     _held_run(host, run_id, attempt, lock=False)
-    problem = upload_problem(body, run_id=run_id, attempt=attempt)
+    problem = upload_problem(received, run_id=run_id, attempt=attempt)
     with transaction.atomic():
         existing = _existing_upload(host, run_id, attempt)
         if existing is not None:
             return existing
         run = _held_run(host, run_id, attempt)
-        sha256 = hashlib.sha256(body).hexdigest()
         if problem is None:
-            upload = ResultUpload.objects.create(run=run, attempt=attempt, body=body, sha256=sha256)
+            upload = ResultUpload.objects.create(
+                run=run, attempt=attempt, sha256=received.sha256, size=received.size
+            )
+            body_store(upload, received)
             run.lease_expires_at = None
             run.progress = {**run.progress, "phase": "uploaded"}
             run.save(update_fields=["lease_expires_at", "progress"])
             transaction.on_commit(lambda: dispatch.ingest(upload_id=upload.pk))
             return upload
-        _result_refuse(run, attempt=attempt, body=body, sha256=sha256, problem=problem)
+        _result_refuse(run, attempt=attempt, body=received, problem=problem)
     raise _refusal(problem.message, problem.fields)
+
+
+def run_result_too_large(*, host: GpuHost, run_id: int, attempt: int, limit: int) -> None:
+    """An upload over the size cap (``SPECPORTAL_RESULT_UPLOAD_MAX_BYTES``) fails its run at
+    once: another attempt would measure as much again."""
+    with transaction.atomic():
+        run = (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("arm")
+            .filter(pk=run_id, host=host, attempt=attempt)
+            .filter(status__in=[Run.Status.CLAIMED, Run.Status.RUNNING])
+            .first()
+        )
+        if run is None or ResultUpload.objects.filter(run=run, attempt=attempt).exists():
+            return
+        problem = UploadProblem(
+            f"The result upload is larger than {limit} bytes.", {"body": [f"at most {limit}"]}
+        )
+        _run_refused(run, attempt=attempt, problem=problem)
 
 
 def _existing_upload(host: GpuHost, run_id: int, attempt: int) -> ResultUpload | None:
     """This attempt's upload, if one was received; a refused one is refused again."""
-    existing = (
-        ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host)
-        .defer("body")
-        .first()
-    )
+    existing = ResultUpload.objects.filter(run_id=run_id, attempt=attempt, run__host=host).first()
     if existing is not None and existing.refusal is not None:
         raise _refusal(existing.refusal["message"], existing.refusal["fields"])
     return existing
@@ -247,21 +268,25 @@ def _refusal(message: str, fields: dict[str, list[str]]) -> ApplicationError:
     return ApplicationError(message, code="invalid_result", fields=fields)
 
 
-def _result_refuse(
-    run: Run, *, attempt: int, body: bytes, sha256: str, problem: UploadProblem
-) -> None:
+def _result_refuse(run: Run, *, attempt: int, body: ReceivedBody, problem: UploadProblem) -> None:
     """Keep the refused file (never ingested: whoever looks into it has it) and fail the run
     with the reason; the experiment moves on to the host's next run."""
     now = timezone.now()
-    ResultUpload.objects.create(
+    refused = ResultUpload.objects.create(
         run=run,
         attempt=attempt,
-        body=body,
-        sha256=sha256,
+        sha256=body.sha256,
+        size=body.size,
         ingested_at=now,
         ingest_error=f"refused: {problem.message}",
         refusal={"message": problem.message, "fields": problem.fields},
     )
+    body_store(refused, body)
+    _run_refused(run, attempt=attempt, problem=problem)
+
+
+def _run_refused(run: Run, *, attempt: int, problem: UploadProblem) -> None:
+    now = timezone.now()
     run.status = Run.Status.FAILED
     run.finished_at = now
     run.lease_expires_at = None
@@ -300,7 +325,7 @@ def upload_ingest_or_fail(*, upload_id: int) -> Run:
 def upload_ingest_failed(*, upload_id: int, reason: str) -> Run:
     """Mark the upload as tried (never retried: it would fail again) and fail its run, unless the
     run has moved on (ingested, or another attempt)."""
-    upload = ResultUpload.objects.select_for_update().defer("body").get(pk=upload_id)
+    upload = ResultUpload.objects.select_for_update().get(pk=upload_id)
     run = Run.objects.select_for_update(of=("self",)).select_related("arm").get(pk=upload.run_id)
     if upload.ingested_at is not None or run.result_attempt is not None:
         return run

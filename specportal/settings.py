@@ -303,6 +303,16 @@ SPECPORTAL_STALE_QUEUED_SECONDS = env.int("SPECPORTAL_STALE_QUEUED_SECONDS", def
 # A stored upload not ingested after this long (its message was lost, or the worker failed on it
 # for a passing reason such as a lost database connection) is ingested by the beat's fallback.
 SPECPORTAL_PENDING_UPLOAD_SECONDS = env.int("SPECPORTAL_PENDING_UPLOAD_SECONDS", default=120)
+# The largest result upload an agent may PUT, as sent (gzip'd): 512 MiB holds ~500,000 requests
+# of ~100 chunks. Larger is a 413 before it is read. Its JSON once decompressed is capped too
+# (a gzip bomb costs no more than this to refuse). Uploads are streamed to storage and checked in
+# bounded memory, so neither cap is the web process's memory.
+SPECPORTAL_RESULT_UPLOAD_MAX_BYTES = env.int(
+    "SPECPORTAL_RESULT_UPLOAD_MAX_BYTES", default=512 * 1024**2
+)
+SPECPORTAL_RESULT_UPLOAD_MAX_JSON_BYTES = env.int(
+    "SPECPORTAL_RESULT_UPLOAD_MAX_JSON_BYTES", default=8 * 1024**3
+)
 
 # Every periodic task, in one place (run with ``celery -A specportal.celery_app beat``); each
 # interval can be set from the environment (SPECPORTAL_BEAT_<NAME>_SECONDS).

@@ -322,7 +322,8 @@ class Executor:
                 envelope = ResultEnvelope(run_id, attempt, "failed", f"unreadable run spec: {exc}")
             else:
                 envelope = self._run(spec)
-            self._upload(run_id, attempt, envelope)
+            if not self._upload(run_id, attempt, envelope):
+                return "failed"  # the portal refused the result and failed the run
             return envelope.outcome
         finally:
             self.stall.done()
@@ -463,7 +464,11 @@ class Executor:
         with httpx.Client(timeout=30.0) as client:
             client.request(method, base_url + path).raise_for_status()
 
-    def _upload(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> None:
+    def _upload(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> bool:
+        """PUT the result, retrying what may pass (no answer, a 5xx); False when the portal
+        refused it with a 4xx: it has failed the run with the reason, which sending the same
+        file again would not change, so the agent reports the run failed and moves on."""
+
         def sent(done: int, total: int) -> None:
             self.mark(f"uploading the result ({done} of {total} bytes sent)")
 
@@ -471,18 +476,22 @@ class Executor:
             self.mark(f"uploading the result (attempt {n})")
             try:
                 self.client.upload_result(run_id, attempt, envelope, sent=sent)
-                return
+                return True
             except ClaimConflict:
                 log.warning(
                     "run %s attempt %s: the portal no longer expects this result", run_id, attempt
                 )
-                return
+                return True
             except PortalError as exc:
                 if exc.status_code is not None and 400 <= exc.status_code < 500:
-                    log.error("run %s: result refused: %s", run_id, exc)
-                    return
+                    log.error("run %s attempt %s failed: the portal refused its result (HTTP %s): "
+                              "%s", run_id, attempt, exc.status_code, exc)  # fmt: skip
+                    return False
                 log.warning("upload %d/%d failed: %s", n, UPLOAD_ATTEMPTS, exc)
                 time.sleep(UPLOAD_RETRY_SECONDS * n)
+        log.error("run %s attempt %s: the result could not be uploaded after %d tries",
+                  run_id, attempt, UPLOAD_ATTEMPTS)  # fmt: skip
+        return True
 
 
 def wait_endpoint_healthy(

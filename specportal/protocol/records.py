@@ -265,17 +265,24 @@ def _value_problems(spec: Field, problems: Problems, path: str, value: Any) -> N
 
 
 def _report_column(
-    name: str, spec: Field, records: Sequence[dict[str, Any]], path: str, problems: Problems
+    name: str,
+    spec: Field,
+    records: Sequence[dict[str, Any]],
+    path: str,
+    problems: Problems,
+    start: int = 0,
 ) -> None:
-    for position, record in enumerate(records):
+    for position, record in enumerate(records, start):
         value = record.get(name, ABSENT)
         if not _column_ok(spec, (value,)):
             _value_problems(spec, problems, join(join(path, position), name), value)
 
 
-def _report_duplicates(indexes: Sequence[Any], path: str, problems: Problems) -> None:
+def _report_duplicates(
+    indexes: Sequence[Any], path: str, problems: Problems, start: int = 0
+) -> None:
     first: dict[Any, int] = {}
-    for position, index in enumerate(indexes):
+    for position, index in enumerate(indexes, start):
         if index in first:
             problems.add(
                 join(join(path, position), "index"),
@@ -298,8 +305,14 @@ def _columns(records: list[dict[str, Any]]) -> tuple[Sequence[Sequence[Any]], bo
         return [[r.get(name, ABSENT) for r in records] for name in FIELDS], False
 
 
-def check_records(value: Any, path: str, problems: Problems) -> list[dict[str, Any]]:
-    """Check a list of records at ``path`` (``result.requests``); returns it (not copied)."""
+def check_records(
+    value: Any, path: str, problems: Problems, *, start: int = 0
+) -> list[dict[str, Any]]:
+    """Check a list of records at ``path`` (``result.requests``); returns it (not copied).
+
+    ``start``: the position of the first one when ``value`` is one batch of a longer list (the
+    portal checks an upload's records a batch at a time; indexes repeated across batches are
+    the caller's to find)."""
     if not isinstance(value, list):
         problems.add(path, f"must be a list of request records, not {checks._kind(value)}")
         return []
@@ -308,19 +321,19 @@ def check_records(value: Any, path: str, problems: Problems) -> list[dict[str, A
         return []
     records: list[dict[str, Any]] = value
     if not set(map(type, records)) <= {dict}:
-        for position, record in enumerate(records):
+        for position, record in enumerate(records, start):
             if type(record) is not dict:
                 problems.add(join(path, position), "must be an object (a request record)")
         return []
     columns, every_key = _columns(records)
     for (name, spec), column in zip(FIELDS.items(), columns, strict=True):
         if not _column_ok(spec, column):
-            _report_column(name, spec, records, path, problems)
+            _report_column(name, spec, records, path, problems, start)
         elif name == "index" and len(set(column)) != len(column):
-            _report_duplicates(column, path, problems)
+            _report_duplicates(column, path, problems, start)
     # A record holding every known key holds another one exactly when it is longer.
     if records and (not every_key or max(map(len, records)) > len(FIELDS)):
-        for position, record in enumerate(records):
+        for position, record in enumerate(records, start):
             for key in record.keys() - KNOWN_KEYS:
                 where = join(join(path, position), checks.shown_key(str(key)))
                 checks.json_value(problems, where, record[key])

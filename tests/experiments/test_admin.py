@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from experiments.models import Arm, Experiment, ExperimentFigures
-from runs.models import RequestRecord, ResultUpload, Run, RunFigures
+from runs.models import RequestRecord, ResultUpload, ResultUploadPart, Run, RunFigures
 from tests.fixtures import LOADS, OBJECTIVES, WORKLOADS, Setup
 
 pytestmark = pytest.mark.django_db
@@ -63,7 +63,8 @@ def records(setup: Setup) -> dict[type[Model], Model]:
     record = RequestRecord.objects.create(
         run=run, index=0, chunk_times=[0.1, 0.2], chunk_tokens=[1, 1], success=True
     )
-    upload = ResultUpload.objects.create(run=run, attempt=1, body=b"\x1f\x8b" * 10, sha256="b" * 64)
+    upload = ResultUpload.objects.create(run=run, attempt=1, sha256="b" * 64, size=20)
+    part = ResultUploadPart.objects.create(upload=upload, number=0, data=b"\x1f\x8b" * 10)
     figures = ExperimentFigures.objects.create(
         experiment=experiment, section="cell:chat/c1", version="v1", figures_gzip=b"\x1f\x8b"
     )
@@ -76,6 +77,7 @@ def records(setup: Setup) -> dict[type[Model], Model]:
         Run: run,
         RequestRecord: record,
         ResultUpload: upload,
+        ResultUploadPart: part,
     }
 
 
@@ -119,7 +121,7 @@ def test_a_locked_experiments_plan_and_objectives_are_read_only_in_the_admin(
 def test_measured_results_cannot_be_changed_added_or_deleted_in_the_admin(
     admin_client: Client, records: dict[type[Model], Model]
 ) -> None:
-    for model in (Run, RequestRecord, ResultUpload):
+    for model in (Run, RequestRecord, ResultUpload, ResultUploadPart):
         obj = records[model]
         base = f"/admin/runs/{model._meta.model_name}/"
         page = admin_client.get(f"{base}{obj.pk}/change/").content.decode()

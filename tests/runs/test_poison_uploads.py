@@ -9,13 +9,21 @@ host's next run is queued.
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runs.models import ResultUpload, Run
+from runs.tasks import upload_ingest_task
+from runs.uploads import BodyTooLarge, ReceivedBody
+from specportal.agent.client import PortalClient
+from specportal.agent.executor import UPLOAD_RETRY_SECONDS, AgentSettings, Executor, Heartbeat
+from specportal.protocol import EngineReport, ResultEnvelope
 from tests.fixtures import LOADS, OBJECTIVES, WORKLOADS, Setup, agent_as, api_as
 
 
@@ -238,3 +246,89 @@ def test_a_good_upload_is_stored_and_handed_to_ingestion(
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
     assert run.progress["phase"] == "uploaded"
+
+
+def test_an_upload_over_the_size_cap_is_a_413_in_the_error_shape_and_fails_its_run(
+    setup: Setup,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+    published: list[int],
+) -> None:
+    settings.SPECPORTAL_RESULT_UPLOAD_MAX_BYTES = 2_000
+    run = _started(setup, django_capture_on_commit_callbacks)
+    body = gz(envelope(run.pk, 1, n=200))
+    assert len(body) > 2_000
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = agent_as(setup.tokens["gpu-a"]).generic(
+            "PUT",
+            f"/api/v1/agent/runs/{run.pk}/result?attempt=1",
+            body,  # type: ignore[arg-type]
+            content_type="application/json",
+        )
+    assert answer.status_code == 413, answer.content[:300]
+    error = answer.json()["error"]
+    assert error["code"] == "too_large"
+    assert error["fields"] == {"body": ["at most 2000 bytes"]}
+    assert_failed_and_next_queued(run, published, "larger than 2000 bytes")
+    assert not ResultUpload.objects.filter(run=run).exists()
+
+
+def test_a_body_longer_than_the_cap_is_cut_off_as_it_streams() -> None:
+    # Django reads no further than Content-Length, which the view checks first; the stream is
+    # capped on its own all the same.
+    with pytest.raises(BodyTooLarge):
+        ReceivedBody.spooled(io.BytesIO(b"x" * 3_000), max_bytes=2_000)
+    body = ReceivedBody.spooled(io.BytesIO(b"x" * 2_000), max_bytes=2_000)
+    assert (body.size, body.file.read()) == (2_000, b"x" * 2_000)
+
+
+def test_an_upload_is_stored_in_pieces_and_ingests_whole(
+    setup: Setup,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+    published: list[int],
+) -> None:
+    monkeypatch.setattr("runs.uploads.PART_BYTES", 1_000)
+    run = _started(setup, django_capture_on_commit_callbacks)
+    body = gz(envelope(run.pk, 1, n=300))
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = put(setup, run, body)
+    assert answer.status_code == 200, answer.json()
+    upload = ResultUpload.objects.get(run=run)
+    assert upload.size == len(body)
+    assert upload.parts.count() == -(-len(body) // 1_000)
+    with django_capture_on_commit_callbacks(execute=True):
+        upload_ingest_task(upload.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    assert run.requests.count() == 300
+
+
+def test_the_agent_hears_the_refusal_and_reports_the_run_failed_without_retrying(
+    live_server: Any,
+    setup: Setup,
+    django_capture_on_commit_callbacks: Any,
+    published: list[int],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The agent's own upload path (``specportal.agent``) against the real portal over loopback:
+    a result it built with a NUL in the engine's log excerpt is refused, and it says so once."""
+    run = _started(setup, django_capture_on_commit_callbacks)
+    settings = AgentSettings(
+        host="gpu-a",
+        portal_url=live_server.url,
+        token=setup.tokens["gpu-a"],
+        work_dir=tmp_path / "work",
+        detect_engines=False,
+    )
+    client = PortalClient(settings.portal_url, settings.token)
+    executor = Executor(settings, client, Heartbeat(client, settings))
+    poison = ResultEnvelope(run.pk, 1, "failed", "engine died", EngineReport(log_excerpt="x\x00"))
+    started = time.monotonic()
+    assert executor._upload(run.pk, 1, poison) is False
+    assert time.monotonic() - started < UPLOAD_RETRY_SECONDS  # not tried again
+    assert "refused its result (HTTP 400)" in caplog.text
+    assert "engine.log_excerpt" in caplog.text
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED

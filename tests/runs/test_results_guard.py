@@ -56,7 +56,7 @@ def _run(alias: str, *, ingested: bool) -> Run:
         RequestRecord.objects.using(alias).create(
             run=run, index=index, chunk_times=[0.1, 0.2], chunk_tokens=[1, 1], success=True
         )
-    ResultUpload.objects.using(alias).create(run=run, attempt=1, sha256="a" * 64, body=b"abc")
+    ResultUpload.objects.using(alias).create(run=run, attempt=1, sha256="a" * 64, size=3)
     if ingested:
         Run.objects.using(alias).filter(pk=run.pk).update(
             status=Run.Status.DONE,

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from experiments.models import Arm, Experiment
 from runs.models import RequestRecord, ResultUpload, Run
+from runs.uploads import ReceivedBody, body_store
 from tests.fixtures import Setup
 from tests.harness import Process, process_logs, start_beat, start_portal_worker, wait_for
 from tests.runs.test_poison_uploads import envelope
@@ -53,7 +54,9 @@ def _running_runs(setup: Setup, count: int) -> list[Run]:
 
 def _stored(run: Run, body: bytes) -> ResultUpload:
     """An upload whose ingestion message was lost (nothing is published: only beat finds it)."""
-    return ResultUpload.objects.create(run=run, attempt=1, body=body, sha256="0" * 64)
+    upload = ResultUpload.objects.create(run=run, attempt=1, sha256="0" * 64, size=len(body))
+    body_store(upload, ReceivedBody.of(body))
+    return upload
 
 
 def test_one_poison_upload_fails_its_run_and_the_good_ones_still_land(
