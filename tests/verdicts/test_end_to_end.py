@@ -24,6 +24,7 @@ import pytest
 
 from experiments.models import Experiment
 from runs.models import ResultUpload, Run
+from runs.uploads import body_read
 from tests.fixtures import Setup, api_as
 from tests.harness import (
     ROOT,
@@ -82,7 +83,7 @@ def _write_result_files(experiment: Experiment, folder: Path) -> dict[str, list[
     for run in runs.order_by("arm__position", "repetition"):
         assert run.result_attempt is not None
         upload = ResultUpload.objects.get(run=run, attempt=run.result_attempt)
-        envelope = json.loads(gzip.decompress(bytes(upload.body)))
+        envelope = json.loads(gzip.decompress(body_read(upload.pk)))
         path = folder / f"run-{run.pk}.json"
         path.write_text(json.dumps(envelope["result"]))
         files.setdefault(run.arm.label, []).append(str(path))
