@@ -46,7 +46,7 @@ def parts_to_bodies(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0005_upload_refusal'),
+        ('runs', '0006_draft_alone_runs'),
     ]
 
     operations = [
