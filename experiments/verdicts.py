@@ -51,6 +51,10 @@ def verdict_view(
                 "capacity": ((entry or {}).get("capacity") or {}).get("workloads", {}),
                 "flags": (entry or {}).get("flags", []),
                 "advice": [a for a in (entry or {}).get("advice", []) if a.get("available")],
+                # said plainly on the page: why a workload has no schedule advice
+                "advice_unavailable": [
+                    a for a in (entry or {}).get("advice", []) if not a.get("available")
+                ],
             }
         )
     cells = []

@@ -10,10 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.permissions import IsExperimenterOrReadOnly
 from experiments.selectors import experiment_get
 from specportal.api.errors import error_body
-from specportal.api.input import refuse_unknown_filters
-from verdicts import selectors
+from specportal.api.input import refuse_unknown_fields, refuse_unknown_filters
+from verdicts import selectors, services
 
 VERDICT_REF = {"$ref": "#/components/schemas/Verdict"}
 NO_VERDICT = OpenApiResponse(
@@ -93,3 +94,54 @@ class VerdictHistoryApi(APIView):
             for v in selectors.verdict_history(experiment=experiment)
         ]
         return Response(VerdictHistoryEntry(body, many=True).data)
+
+
+class FollowUpApi(APIView):
+    """The verdict's schedule advice, measured: one call stores the advised candidate and creates
+    the draft experiment that measures it."""
+
+    permission_classes = (IsExperimenterOrReadOnly,)
+
+    class FollowUpInput(serializers.Serializer[Any]):
+        arm = serializers.CharField(max_length=64)
+        workload = serializers.CharField(max_length=100, required=False)
+
+    class FollowUpOutput(serializers.Serializer[Any]):
+        experiment = serializers.IntegerField()
+        url = serializers.CharField()
+        configuration = serializers.IntegerField()
+        labels = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(
+        operation_id="experiments_follow_up_create",
+        summary="Measure the verdict's K-by-batch schedule advice in a new draft experiment",
+        description=(
+            "Stores the advised candidate configuration of the current verdict (its `advice` for "
+            "`arm` on `workload`, or the first workload with advice) and creates a draft "
+            "experiment comparing it with the baseline and the candidate it came from, at the "
+            "same loads, objectives, hosts and repetitions; plan and start it as any other. "
+            "409 `no_advice` with the advice's reason when there is none (too few load levels, "
+            "a method the schedule does not support), 409 `no_verdict` before any verdict."
+        ),
+        request=FollowUpInput,
+        responses={201: FollowUpOutput},
+    )
+    def post(self, request: Request, experiment_id: int) -> Response:
+        refuse_unknown_fields(request.data, ("arm", "workload"))
+        data = self.FollowUpInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        experiment = experiment_get(experiment_id=experiment_id)
+        created = services.verdict_follow_up_create(
+            user=request.user,
+            experiment_id=experiment.pk,
+            arm=data.validated_data["arm"],
+            workload=data.validated_data.get("workload"),
+        )
+        arms = list(created.arms.order_by("position"))
+        body = {
+            "experiment": created.pk,
+            "url": f"/experiments/{created.pk}/",
+            "configuration": arms[-1].configuration_id,
+            "labels": [a.label for a in arms],
+        }
+        return Response(body, status=status.HTTP_201_CREATED)

@@ -149,3 +149,80 @@ def verdict_request_overtaken(*, experiment_id: int, request: int) -> bool:
     return Verdict.objects.filter(
         experiment_id=experiment_id, computed_at__gte=timezone.now() - stale_after
     ).exists()
+
+
+@transaction.atomic
+def verdict_follow_up_create(
+    *, user: Any, experiment_id: int, arm: str, workload: str | None = None
+) -> Experiment:
+    """The verdict's K-by-batch schedule advice for ``arm``, measured: the advised candidate
+    configuration is stored, and a draft experiment (not started) compares it with the baseline
+    and the candidate it came from on the advice's workload, at the same loads, objectives, hosts
+    and repetitions. Refused with the advice's own reason when there is none (too few load
+    levels, a method the schedule does not support, no per-position acceptance)."""
+    from configurations.services import configuration_create
+    from experiments import services as experiments
+    from specportal.api.errors import ApplicationError
+
+    experiment = Experiment.objects.get(pk=experiment_id)
+    document = selectors.verdict_document(experiment_id=experiment_id)
+    if document is None:
+        raise ApplicationError(
+            f"Experiment {experiment_id} has no verdict yet: there is no advice to measure.",
+            code="no_verdict",
+            status_code=409,
+        )
+    arms = {a.label: a for a in experiment.arms.select_related("configuration")}
+    candidate = next((c for c in document["candidates"] if c["arm"] == arm), None)
+    if candidate is None or arm not in arms:
+        labels = ", ".join(c["arm"] for c in document["candidates"])
+        raise ApplicationError(
+            "No such candidate.", fields={"arm": [f"{arm!r} is not a candidate ({labels})"]}
+        )
+    advice = [a for a in candidate.get("advice", []) if workload in (None, a["workload"])]
+    if workload is not None and not advice:
+        raise ApplicationError(
+            "No such workload.", fields={"workload": [f"{workload!r} is not in the experiment"]}
+        )
+    usable = next((a for a in advice if a["available"] and a.get("configuration")), None)
+    if usable is None:
+        reasons = "; ".join(f"{a['workload']}: {a['reason']}" for a in advice)
+        raise ApplicationError(
+            f"No schedule advice for {arm}: {reasons}.", code="no_advice", status_code=409
+        )
+    source = arms[arm].configuration
+    advised, _ = configuration_create(
+        document=usable["configuration"],
+        name=f"{source.name or arm} — advised K schedule ({usable['workload']})"[:200],
+        description=f"K-by-batch schedule advised by verdict {document['verdict_id']} of "
+        f"experiment {experiment_id} for {arm} on {usable['workload']}: "
+        + json.dumps(usable["schedule"]),
+        created_by=user,
+    )
+    baseline = arms[document["arms"][0]["arm"]].configuration
+    if advised.pk in (source.pk, baseline.pk):
+        raise ApplicationError(
+            f"The advised schedule for {arm} is the configuration it already has: nothing new "
+            "to measure.",
+            code="no_advice",
+            status_code=409,
+        )
+    return experiments.experiment_create(
+        user=user,
+        name=f"{experiment.name} — follow-up: {arm} advised K schedule"[:200],
+        description=f"Measures the K-by-batch schedule that verdict {document['verdict_id']} of "
+        f"experiment {experiment_id} advised for {arm} on {usable['workload']} ({usable['reason']})"
+        ", against the baseline and the configuration it came from.",
+        baseline=baseline,
+        candidates=[source, advised],
+        labels=[document["arms"][0]["arm"], arm, f"{arm}-advised"],
+        workloads=[w for w in experiment.workloads if w["name"] == usable["workload"]],
+        loads=experiment.loads,
+        objectives=experiment.objectives,
+        hosts=list(experiment.hosts.all()),
+        repetitions=experiment.repetitions,
+        warmup_requests=experiment.warmup_requests,
+        cache_policy=experiment.cache_policy,
+        failure_policy=experiment.failure_policy,
+        max_failed_runs=experiment.max_failed_runs,
+    )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from verdicts import apis
+from verdicts import apis, views
 
 urlpatterns = [
     path(
@@ -12,5 +12,15 @@ urlpatterns = [
         "api/v1/experiments/<int:experiment_id>/verdicts/",
         apis.VerdictHistoryApi.as_view(),
         name="api-experiment-verdicts",
+    ),
+    path(
+        "api/v1/experiments/<int:experiment_id>/follow-up/",
+        apis.FollowUpApi.as_view(),
+        name="api-experiment-follow-up",
+    ),
+    path(
+        "experiments/<int:experiment_id>/follow-up/",
+        views.follow_up_page,
+        name="experiment-follow-up",
     ),
 ]
