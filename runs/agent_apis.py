@@ -22,7 +22,7 @@ from runs.models import Run
 from specportal.api.errors import ApplicationError
 from specportal.api.query import query_clean
 from specportal.api.schema import errors
-from specportal.protocol import LoadLevel, Progress, ProtocolError, RunSpec, Workload
+from specportal.protocol import LoadLevel, Progress, ProtocolError, RunSpec, Workload, limits
 from specportal.protocol.engine_report import PHASES
 from specportal.protocol.runspec import RunArm, RunConfiguration, RunExperiment, RunHost
 
@@ -121,7 +121,7 @@ class AgentRunApi(_AgentApi):
 
 class AgentRunClaimApi(_AgentApi):
     class AgentClaimInputSerializer(serializers.Serializer[Any]):
-        attempt = serializers.IntegerField(min_value=1)
+        attempt = serializers.IntegerField(min_value=1, max_value=limits.INT4_MAX)
 
     @extend_schema(
         operation_id="agent_run_claim",
@@ -139,10 +139,21 @@ class AgentRunClaimApi(_AgentApi):
         return Response(run_spec(self.own_run(request, run_id)))
 
 
+class AgentHeartbeatCurrentRunSerializer(serializers.Serializer[Any]):
+    """The run the agent is executing: ids are bigint, attempts integer (a string or a larger
+    number would fail in the lease's UPDATE). Attempt 0 is an agent that does not know it yet:
+    it renews nothing."""
+
+    id = serializers.IntegerField(min_value=1, max_value=limits.INT8_MAX)
+    attempt = serializers.IntegerField(min_value=0, max_value=limits.INT4_MAX)
+
+
 class AgentHeartbeatApi(_AgentApi):
     class AgentHeartbeatInputSerializer(serializers.Serializer[Any]):
         inventory = serializers.DictField(required=False, default=dict)
-        current_run = serializers.DictField(required=False, allow_null=True, default=None)
+        current_run = AgentHeartbeatCurrentRunSerializer(
+            required=False, allow_null=True, default=None
+        )
 
     @extend_schema(
         operation_id="agent_heartbeat",

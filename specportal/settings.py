@@ -76,6 +76,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a NUL in the URL is refused before anything queries with it, and every error answer
+    # under /api/ (Django's own HTML ones from the middlewares below included) is in the one shape.
+    "specportal.api.errors.ApiErrorShapeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -92,7 +95,7 @@ MIDDLEWARE = [
 if PRODUCTION:
     # gunicorn serves no static files: WhiteNoise serves the collected ones (the admin's, the
     # API docs' sidecar), so the docs pages work offline in the docker-compose stack too.
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.insert(2, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "specportal.urls"
 WSGI_APPLICATION = "specportal.wsgi.application"
@@ -219,7 +222,9 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # The API reads JSON only (a form post is a 415), so its schema offers JSON bodies only.
     # Uploads (results, imports) read their raw stream; imports' multipart is Django's own.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON with limits (size, depth, finite numbers, no NUL or lone surrogate, no repeated key),
+    # refused with the path of what is wrong before any view sees it.
+    "DEFAULT_PARSER_CLASSES": ["specportal.api.parsers.StrictJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -238,6 +243,15 @@ SPECPORTAL_TOKEN_FAILURE_WINDOW_SECONDS = env.int(
 # Throttle counts live in the cache: process memory by default; with several web processes give
 # them one Redis (SPECPORTAL_CACHE_URL=redis://host:6379/2) so a limit is a limit for all of them.
 CACHES = {"default": env.cache_url("SPECPORTAL_CACHE_URL", default="locmemcache://")}
+
+# The largest JSON body an API call may send (result uploads and imported files are read as
+# streams, not through this): a 413 in the error shape above it.
+SPECPORTAL_API_MAX_JSON_BYTES = env.int("SPECPORTAL_API_MAX_JSON_BYTES", default=2_621_440)
+
+# Django's DEBUG page (development only) is shown to loopback clients alone, with every URL's
+# password masked; anyone else gets a plain "Server error" page (specportal.api.errors).
+DEFAULT_EXCEPTION_REPORTER = "specportal.api.errors.LoopbackOnlyExceptionReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "specportal.api.errors.CredentialsMaskingFilter"
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "SpecPortal API",
@@ -377,13 +391,16 @@ AUDIT_HEAD_LOG.parent.mkdir(parents=True, exist_ok=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    # URL passwords (DATABASE_URL, CELERY_BROKER_URL, a host's endpoint) never reach a log.
+    "filters": {"mask_credentials": {"()": "specportal.api.secrets.MaskCredentialsFilter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler"},
+        "console": {"class": "logging.StreamHandler", "filters": ["mask_credentials"]},
         "audit_head": {
             "class": "logging.FileHandler",
             "filename": str(AUDIT_HEAD_LOG),
             "delay": True,
             "formatter": "timestamped",
+            "filters": ["mask_credentials"],
         },
     },
     "formatters": {"timestamped": {"format": "%(asctime)s %(message)s"}},

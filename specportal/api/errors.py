@@ -3,18 +3,48 @@
     {"error": {"code": "...", "message": "...", "fields": {"path": ["..."]}}}
 
 Field paths are dotted paths into the submitted document (``proposal.num_speculative_tokens``).
+
+Every answer under ``/api/`` has this shape, whatever fails: DRF's exceptions through
+:func:`api_exception_handler` (and any other exception a view raises becomes a logged 500 with
+no internals), unknown URLs through :func:`json_not_found`, and :class:`ApiErrorShapeMiddleware`
+for the rest (Django's own HTML error pages: CSRF, oversized bodies, a view outside DRF). The
+same middleware refuses a NUL in the URL or the query string, which PostgreSQL cannot compare
+with anything. :class:`LoopbackOnlyExceptionReporter` keeps Django's DEBUG page, secrets
+masked, to the machine itself.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+import logging
+from collections.abc import Callable
+from typing import Any, Final
 
-from django.http import Http404, HttpRequest, JsonResponse
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+)
 from django.urls import Resolver404, resolve
+from django.utils.safestring import SafeString, mark_safe
+from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler
+from rest_framework.views import exception_handler, set_rollback
+
+from specportal.api.secrets import mask_credentials
+from specportal.protocol.checks import bad_text, shown_key
+
+log = logging.getLogger("specportal.api")
+
+SERVER_ERROR_MESSAGE: Final = (
+    "The server failed to answer this request; the failure is logged with the request id "
+    "of this answer's X-Request-ID header."
+)
 
 
 class ApplicationError(exceptions.APIException):
@@ -75,14 +105,30 @@ _CODES = {
     status.HTTP_404_NOT_FOUND: "not_found",
     status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
     status.HTTP_409_CONFLICT: "conflict",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "too_large",
     status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
+    status.HTTP_500_INTERNAL_SERVER_ERROR: "server_error",
 }
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response = exception_handler(exc, context)
     if response is None:
-        return None
+        # Not an API exception: a bug. Logged with its traceback; the client learns nothing of
+        # the internals, and whatever the request wrote is rolled back.
+        request = context.get("request")
+        log.error(
+            "Internal Server Error: %s",
+            getattr(request, "path", "?"),
+            exc_info=exc,
+            extra={"status_code": 500},
+        )
+        set_rollback()
+        return Response(
+            error_body("server_error", SERVER_ERROR_MESSAGE),
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
     if isinstance(exc, ApplicationError):
         response.data = error_body(exc.code, exc.message, exc.fields)
         return response
@@ -93,7 +139,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         response.data = error_body("invalid", message, fields)
         return response
     if isinstance(exc, exceptions.ParseError):
-        response.data = error_body("malformed", str(exc.detail))
+        # specportal.api.parsers.MalformedJSON names the paths of what it refused.
+        response.data = error_body("malformed", str(exc.detail), getattr(exc, "fields", None))
         return response
     detail = getattr(exc, "detail", None)
     if isinstance(exc, Http404):
@@ -117,3 +164,120 @@ def json_not_found(request: HttpRequest, exception: Exception | None = None) -> 
         if match is not None and match.func is not json_not_found:
             message = f"Not found. Did you mean {request.path_info}/ (with the trailing slash)?"
     return JsonResponse(error_body("not_found", message), status=404)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith("/api/")
+
+
+def request_problems(request: HttpRequest) -> dict[str, list[str]]:
+    """What in the URL no view can use: a NUL (PostgreSQL refuses it in any string, so a filter
+    holding one was a 500) or a lone surrogate, in the path or in a query parameter."""
+    problems: dict[str, list[str]] = {}
+    if why := bad_text(request.path_info):
+        problems["path"] = [why]
+    for key, values in request.GET.lists():
+        if why := bad_text(key):
+            problems[shown_key(key)] = [f"query parameter name {why}"]
+            continue
+        for value in values:
+            if why := bad_text(value):
+                problems[key] = [why]
+    return problems
+
+
+class ApiErrorShapeMiddleware:
+    """The one error shape for everything under ``/api/`` that DRF does not answer itself, and
+    NUL-free URLs everywhere. Placed first, so Django's HTML answers from the middlewares after
+    it (CSRF, oversized bodies) are rewritten too."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        problems = request_problems(request)
+        if problems:
+            if _is_api(request):
+                message = "The URL has characters no field can hold."
+                return JsonResponse(error_body("invalid", message, problems), status=400)
+            lines = "; ".join(f"{path}: {msgs[0]}" for path, msgs in problems.items())
+            return HttpResponseBadRequest(f"Bad request: {lines}", content_type="text/plain")
+        response = self.get_response(request)
+        if _is_api(request) and response.status_code >= 400 and not _is_json(response):
+            code = _CODES.get(response.status_code, "error")
+            message = f"{response.reason_phrase or 'Error'}."
+            reshaped = JsonResponse(error_body(code, message), status=response.status_code)
+            for header in ("Allow", "Retry-After", "WWW-Authenticate", "X-Request-ID"):
+                if header in response:
+                    reshaped[header] = response[header]
+            return reshaped
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        """A view outside DRF under ``/api/`` that raised: a logged JSON 500 (Django's own
+        answers to 404, 403 and 400 exceptions are reshaped on the way out instead)."""
+        handled = (Http404, PermissionDenied, SuspiciousOperation, BadRequest)
+        if not _is_api(request) or isinstance(exception, handled):
+            return None
+        log.error(
+            "Internal Server Error: %s",
+            request.path,
+            exc_info=exception,
+            extra={"status_code": 500, "request": request},
+        )
+        return JsonResponse(error_body("server_error", SERVER_ERROR_MESSAGE), status=500)
+
+
+def _is_json(response: HttpResponse) -> bool:
+    return str(response.get("Content-Type", "")).startswith("application/json")
+
+
+def _from_loopback(request: HttpRequest | None) -> bool:
+    """Whether the client is this machine itself. A proxy in front (a forwarding header) hides
+    the client, so it is not."""
+    if request is None:
+        return True
+    meta = request.META
+    if meta.get("HTTP_X_FORWARDED_FOR") or meta.get("HTTP_FORWARDED"):
+        return False
+    try:
+        return ipaddress.ip_address(str(meta.get("REMOTE_ADDR", ""))).is_loopback
+    except ValueError:
+        return False
+
+
+PLAIN_SERVER_ERROR: Final = (
+    "<!doctype html><title>Server error</title><h1>Server error (500)</h1>"
+    "<p>The server failed to answer this request. The failure is logged.</p>"
+)
+
+
+class LoopbackOnlyExceptionReporter(ExceptionReporter):
+    """Django's DEBUG error page (``DEFAULT_EXCEPTION_REPORTER``), only for a client on this
+    machine: anyone else gets a plain page. ``runserver 0.0.0.0:8000`` with DEBUG on, the demo
+    or a quick install would otherwise show tracebacks, local variables, settings and the whole
+    environment to whoever provokes an error. What the page shows is masked once more as a
+    whole, so a URL's password never leaves even through a local variable."""
+
+    def get_traceback_html(self) -> SafeString:
+        if not _from_loopback(self.request):
+            return mark_safe(PLAIN_SERVER_ERROR)
+        # The page was escaped when rendered; masking only shortens passwords inside it.
+        return mark_safe(mask_credentials(str(super().get_traceback_html())))
+
+    def get_traceback_text(self) -> SafeString:
+        if not _from_loopback(self.request):
+            return mark_safe("Server error (500). The failure is logged.")
+        return mark_safe(mask_credentials(str(super().get_traceback_text())))
+
+
+class CredentialsMaskingFilter(SafeExceptionReporterFilter):
+    """Settings and request ``META`` as the DEBUG page shows them: Django's masking by name
+    (``PASSWORD``, ``SECRET``, ``TOKEN``...) plus URL passwords by value (``DATABASE_URL``,
+    ``CELERY_BROKER_URL``, whose names match none of those)."""
+
+    def cleanse_setting(self, key: Any, value: Any) -> Any:
+        cleansed = super().cleanse_setting(key, value)
+        if isinstance(cleansed, str):
+            return mask_credentials(cleansed)
+        return cleansed

@@ -44,6 +44,42 @@ STARTED_PHASES: Final = frozenset({"engine_started", "running"})
 MAX_COMMAND_WORDS: Final = 10_000
 MAX_ENV_VARS: Final = 1_000
 MAX_DETAILS: Final = 50
+# The details the agent sends, typed: a wrong type is refused rather than stored as it came.
+DETAIL_TEXTS: Final = frozenset({"base_url"})
+DETAIL_SECONDS: Final = frozenset({"health_timeout_seconds", "endpoint_health_timeout_seconds"})
+# Keys of a run's progress the portal writes itself: a detail must not overwrite them.
+RESERVED_DETAILS: Final = frozenset({"phase", "records"})
+
+
+def _details(problems: Problems, path: str, value: Any) -> dict[str, Any]:
+    """``details``: at most ``MAX_DETAILS`` keys; the known ones typed, the rest a string, a
+    finite number, a boolean or null (facts for the run's page, not documents)."""
+    details = checks.mapping(problems, path, value) or {}
+    if len(details) > MAX_DETAILS:
+        problems.add(path, f"at most {MAX_DETAILS} keys")
+        return {}
+    for key, item in details.items():
+        key_path = join(path, checks.shown_key(str(key)))
+        if not isinstance(key, str) or checks.bad_text(key):
+            problems.add(key_path, "must be a key of plain text")
+        elif key in RESERVED_DETAILS:
+            problems.add(key_path, "is written by the portal, not the agent")
+        elif key in DETAIL_TEXTS:
+            checks.text(problems, key_path, item, max_length=limits.PATH_MAX_LENGTH)
+        elif key in DETAIL_SECONDS:
+            checks.number(
+                problems, key_path, item, minimum=0.0, maximum=limits.MAX_DURATION_SECONDS
+            )
+        elif isinstance(item, str):
+            checks.text(problems, key_path, item, max_length=limits.TEXT_MAX_LENGTH)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            checks.number(
+                problems, key_path, item, minimum=-float(checks.MAX_JSON_INT),
+                maximum=float(checks.MAX_JSON_INT),
+            )  # fmt: skip
+        elif item is not None and not isinstance(item, bool):
+            problems.add(key_path, "must be a string, a number, a boolean or null")
+    return dict(details)
 
 
 def _or_empty(value: Any) -> Any:
@@ -257,9 +293,7 @@ class Progress:
         )
         phase = checks.choice(problems, at("phase"), data.get("phase"), PHASES, required=True)
         engine = EngineReport.read(_or_empty(data.get("engine")), at("engine"), problems)
-        details = checks.json_object(problems, at("details"), data.get("details")) or {}
-        if len(details) > MAX_DETAILS:
-            problems.add(at("details"), f"at most {MAX_DETAILS} keys")
+        details = _details(problems, at("details"), data.get("details"))
         problems.raise_if_any("The progress report")
         assert attempt is not None
         assert phase is not None

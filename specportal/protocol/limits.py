@@ -9,6 +9,8 @@ from typing import Final
 
 # PostgreSQL's ``integer`` (the per-request table's index and token counts, its int[] arrays).
 INT4_MAX: Final = 2**31 - 1
+# PostgreSQL's ``bigint`` (ids, OFFSET): a larger integer reaching a query is an error there.
+INT8_MAX: Final = 2**63 - 1
 
 # Names of workloads and load levels: a run's ``workload`` and ``load`` columns hold 100.
 NAME_MAX_LENGTH: Final = 100
