@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import (
     OpenApiExample,
     extend_schema,
@@ -150,7 +151,11 @@ class ExperimentListApi(APIView):
         context = serializers.DictField(required=False, default=dict)  # type: ignore[assignment]
         labels = serializers.ListField(child=NameField(max_length=64), required=False)
         workloads = serializers.ListField(child=serializers.DictField())
-        loads = serializers.ListField(child=serializers.DictField())
+        loads = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Load levels; `requests` at most "
+            f"{settings.SPECPORTAL_MAX_REQUESTS_PER_LOAD} (SPECPORTAL_MAX_REQUESTS_PER_LOAD).",
+        )
         objectives = serializers.DictField()
         hosts = serializers.SlugRelatedField(
             slug_field="name",
@@ -160,7 +165,13 @@ class ExperimentListApi(APIView):
             default=list,
         )
         repetitions = serializers.IntegerField(
-            min_value=1, max_value=limits.MAX_REPETITIONS, default=3
+            min_value=1,
+            max_value=settings.SPECPORTAL_MAX_REPETITIONS,
+            default=3,
+            error_messages={
+                "min_value": services.repetitions_message(),
+                "max_value": services.repetitions_message(),
+            },
         )
         warmup_requests = serializers.IntegerField(
             min_value=0, max_value=limits.MAX_WARMUP_REQUESTS, default=0
@@ -198,7 +209,8 @@ class ExperimentListApi(APIView):
         "inline ({\"document\": {...}} or {\"import_command\": \"vllm serve ...\"}; stored by content, "
         "an identical document reuses the stored configuration), workloads, loads, repetitions, "
         "hosts, objectives, a CI `context` (repository, commit, branch, pull_request, job_url), "
-        "and `mode` (`import`: cells filled by POST /api/v1/imports/, no hosts needed).",
+        "and `mode` (`import`: cells filled by POST /api/v1/imports/, no hosts needed). "
+        + services.caps_description(),
         examples=[OpenApiExample("from CI", request_only=True, value={
             "name": "eagle3 vs baseline, PR 812", "baseline": 3,
             "candidates": [{"document": {"schema": 1, "engine": "vllm", "engine_build": {

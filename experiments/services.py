@@ -61,6 +61,24 @@ AUDITED_FIELDS: Final = (
 )
 
 
+def repetitions_message() -> str:
+    return (
+        f"must be an integer from 1 to {settings.SPECPORTAL_MAX_REPETITIONS} "
+        "(SPECPORTAL_MAX_REPETITIONS)"
+    )
+
+
+def caps_description() -> str:
+    """The caps as the API schema states them."""
+    return (
+        f"Caps: at most {settings.SPECPORTAL_MAX_REPETITIONS} repetitions "
+        f"(SPECPORTAL_MAX_REPETITIONS), {settings.SPECPORTAL_MAX_REQUESTS_PER_LOAD} requests per "
+        f"load level (SPECPORTAL_MAX_REQUESTS_PER_LOAD) and "
+        f"{settings.SPECPORTAL_MAX_RUNS_PER_PLAN} runs per plan, workloads × loads × arms × "
+        "repetitions (SPECPORTAL_MAX_RUNS_PER_PLAN)."
+    )
+
+
 def objectives_check(
     objectives: Any, *, loads: list[str] | None = None, workloads: list[str] | None = None
 ) -> dict[str, Any]:
@@ -117,7 +135,12 @@ def _read_matrix(
         for path, messages in exc.fields.items():
             errors.setdefault(path or "workloads", []).extend(messages)
     try:
-        read_loads = LoadLevel.list_from_dicts(loads, path="loads", measured=not importing)
+        read_loads = LoadLevel.list_from_dicts(
+            loads,
+            path="loads",
+            measured=not importing,
+            max_requests=settings.SPECPORTAL_MAX_REQUESTS_PER_LOAD,
+        )
     except ProtocolError as exc:
         for path, messages in exc.fields.items():
             errors.setdefault(path or "loads", []).extend(messages)
@@ -175,15 +198,21 @@ def experiment_create(
         errors.setdefault("candidates", []).append("an experiment needs at least one candidate")
     if not hosts and not importing:
         errors.setdefault("hosts", []).append("an experiment needs at least one host")
-    if not 1 <= repetitions <= limits.MAX_REPETITIONS:
-        errors.setdefault("repetitions", []).append(
-            f"must be an integer from 1 to {limits.MAX_REPETITIONS}"
-        )
+    if not 1 <= repetitions <= settings.SPECPORTAL_MAX_REPETITIONS:
+        errors.setdefault("repetitions", []).append(repetitions_message())
     if not 0 <= warmup_requests <= limits.MAX_WARMUP_REQUESTS:
         errors.setdefault("warmup_requests", []).append(
             f"must be an integer from 0 to {limits.MAX_WARMUP_REQUESTS}"
         )
     arms = [baseline, *candidates]
+    if not importing and read_workloads and read_loads:
+        runs = len(read_workloads) * len(read_loads) * len(arms) * repetitions
+        if runs > settings.SPECPORTAL_MAX_RUNS_PER_PLAN:
+            errors.setdefault("repetitions", []).append(
+                f"the plan would hold {runs} runs ({len(read_workloads)} workloads × "
+                f"{len(read_loads)} loads × {len(arms)} arms × {repetitions} repetitions); "
+                f"at most {settings.SPECPORTAL_MAX_RUNS_PER_PLAN} (SPECPORTAL_MAX_RUNS_PER_PLAN)"
+            )
     if len({c.pk for c in arms}) != len(arms):
         errors.setdefault("candidates", []).append("every arm must be a different configuration")
     arm_labels = (

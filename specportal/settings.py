@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from analysis.verdict_schema import json_schema as verdict_json_schema
 from specportal import embedded_broker
 from specportal.agent import DEFAULT_VISIBILITY_TIMEOUT_SECONDS
+from specportal.protocol import limits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -279,6 +280,25 @@ SPECTACULAR_SETTINGS = {
     # The verdict document (analysis/VERDICT.md) is typed once, in analysis.verdict_schema.
     "APPEND_COMPONENTS": {"schemas": verdict_json_schema()},
 }
+
+# --- experiment caps -----------------------------------------------------------------------------
+# An experiment past these is refused at creation, with the setting's name in the error; the API
+# schema states them. The first two may only be lowered below the protocol's bounds
+# (specportal.protocol.limits), which agents check too.
+SPECPORTAL_MAX_REPETITIONS = env.int("SPECPORTAL_MAX_REPETITIONS", default=limits.MAX_REPETITIONS)
+SPECPORTAL_MAX_REQUESTS_PER_LOAD = env.int(
+    "SPECPORTAL_MAX_REQUESTS_PER_LOAD", default=limits.MAX_REQUESTS_PER_RUN
+)
+# Runs in one plan (workloads × loads × arms × repetitions): 10,000 runs of a few minutes each
+# are already weeks of one GPU host.
+SPECPORTAL_MAX_RUNS_PER_PLAN = env.int("SPECPORTAL_MAX_RUNS_PER_PLAN", default=10_000)
+for _name, _value, _bound in (
+    ("SPECPORTAL_MAX_REPETITIONS", SPECPORTAL_MAX_REPETITIONS, limits.MAX_REPETITIONS),
+    ("SPECPORTAL_MAX_REQUESTS_PER_LOAD", SPECPORTAL_MAX_REQUESTS_PER_LOAD, limits.MAX_REQUESTS_PER_RUN),
+    ("SPECPORTAL_MAX_RUNS_PER_PLAN", SPECPORTAL_MAX_RUNS_PER_PLAN, limits.INT4_MAX),
+):
+    if not 1 <= _value <= _bound:
+        raise ImproperlyConfigured(f"{_name} must be from 1 to {_bound} (it is {_value})")
 
 # --- Celery -----------------------------------------------------------------------------------
 # Redis when CELERY_BROKER_URL is set; otherwise kombu's filesystem transport in DATA_DIR, a real

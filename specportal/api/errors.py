@@ -140,7 +140,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return response
     if isinstance(exc, exceptions.ParseError):
         # specportal.api.parsers.MalformedJSON names the paths of what it refused.
-        response.data = error_body("malformed", str(exc.detail), getattr(exc, "fields", None))
+        response.data = error_body(
+            getattr(exc, "error_code", "malformed"), str(exc.detail), getattr(exc, "fields", None)
+        )
         return response
     detail = getattr(exc, "detail", None)
     if isinstance(exc, Http404):

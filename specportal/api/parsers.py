@@ -27,10 +27,14 @@ MAX_DEPTH: Final = 64
 class MalformedJSON(exceptions.ParseError):
     """A body that is not JSON the API reads: ``fields`` maps dotted paths to what is wrong."""
 
-    def __init__(self, message: str, fields: dict[str, list[str]] | None = None) -> None:
-        super().__init__(detail=message, code="malformed")
+    def __init__(
+        self, message: str, fields: dict[str, list[str]] | None = None, *, code: str = "malformed"
+    ) -> None:
+        super().__init__(detail=message, code=code)
         self.message = message
         self.fields = fields or {}
+        # "malformed": not JSON at all; "invalid": JSON holding a value no field can take.
+        self.error_code = code
 
 
 class BodyTooLarge(exceptions.APIException):
@@ -81,7 +85,9 @@ def strict_loads(text: str) -> Any:
             fields.setdefault("", []).append(f"{problems.unlisted} more problems not listed")
         first_path, first = next(iter(problems.fields.items()))
         raise MalformedJSON(
-            f"The JSON body cannot be read: {first_path or 'body'}: {first[0]}.", fields
+            f"The JSON body cannot be read: {first_path or 'body'}: {first[0]}.",
+            fields,
+            code="invalid",
         )
     return value
 

@@ -241,14 +241,21 @@ class LoadLevel:
 
     @classmethod
     def list_from_dicts(
-        cls, items: Any, *, path: str = "loads", measured: bool = True
+        cls,
+        items: Any,
+        *,
+        path: str = "loads",
+        measured: bool = True,
+        max_requests: int = limits.MAX_REQUESTS_PER_RUN,
     ) -> list[LoadLevel]:
         """``measured=False``: levels described after the fact (an imported file's), which need
-        no ``requests`` or ``duration_s``."""
+        no ``requests`` or ``duration_s``. ``max_requests``: a stricter cap than the protocol's
+        (the portal's setting)."""
         problems = Problems()
         listed = _list(items, path, limits.MAX_LOADS, problems)
         read = [
-            cls.read(item, item_path, problems, measured=measured) for item_path, item in listed
+            cls.read(item, item_path, problems, measured=measured, max_requests=max_requests)
+            for item_path, item in listed
         ]
         _unique_names(listed, problems)
         problems.raise_if_any("The load levels")
@@ -261,7 +268,13 @@ class LoadLevel:
 
     @classmethod
     def read(
-        cls, data: Any, path: str, into: Problems, *, measured: bool = True
+        cls,
+        data: Any,
+        path: str,
+        into: Problems,
+        *,
+        measured: bool = True,
+        max_requests: int = limits.MAX_REQUESTS_PER_RUN,
     ) -> LoadLevel | None:
         problems = into.child()
         if not isinstance(data, dict):
@@ -304,7 +317,7 @@ class LoadLevel:
             at("requests"),
             data.get("requests"),
             minimum=1,
-            maximum=limits.MAX_REQUESTS_PER_RUN,
+            maximum=min(max_requests, limits.MAX_REQUESTS_PER_RUN),
         )
         duration = checks.number(
             problems,

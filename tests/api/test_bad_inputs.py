@@ -108,6 +108,7 @@ def load(**fields: Any) -> list[dict[str, Any]]:
 
 
 LAST = f"loads.{len(LOADS) - 1}"
+MANY_WORKLOADS = [{**WORKLOADS[0], "name": f"w{i}"} for i in range(100)]
 
 
 def heartbeat(current_run: Callable[[World], Any], inventory: Any = None) -> Call:
@@ -237,6 +238,9 @@ CASES: list[tuple[str, Call, int, str]] = [
     ),
     ("requests 10**30", create(loads=load(requests=10**30)), 400, f"{LAST}.requests"),
     ("repetitions 1000000", create(repetitions=1_000_000), 400, "repetitions"),
+    ("repetitions 0", create(repetitions=0), 400, "repetitions"),
+    # 100 workloads × 2 loads × 2 arms × 30 repetitions = 12,000 runs > 10,000
+    ("runs per plan", create(workloads=MANY_WORKLOADS, repetitions=30), 400, "repetitions"),
     ("progress details phase", progress(details={"phase": 3}), 400, "details.phase"),
     (
         "progress details base_url number",

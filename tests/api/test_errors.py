@@ -24,11 +24,11 @@ PASSWORDS = ("db-hunter2", "broker-hunter2")
 
 
 # What runserver puts in every request's META: the whole environment.
-ENVIRON = {"DATABASE_URL": DATABASE_URL, "CELERY_BROKER_URL": BROKER_URL}
+ENVIRON: dict[str, Any] = {"DATABASE_URL": DATABASE_URL, "CELERY_BROKER_URL": BROKER_URL}
 
 
 def _assert_no_password(response: Any) -> str:
-    text = response.content.decode()
+    text: str = response.content.decode()
     for password in PASSWORDS:
         assert password not in text
     return text
@@ -117,7 +117,7 @@ def test_the_debug_page_shows_loopback_clients_masked_urls(accept: str, failing_
 )
 @pytest.mark.parametrize("accept", ["text/html", "text/plain"])
 def test_the_debug_page_is_never_shown_to_other_clients(
-    meta: dict[str, str], accept: str, failing_site: None
+    meta: dict[str, Any], accept: str, failing_site: None
 ) -> None:
     client = Client(raise_request_exception=False)
     with override_settings(DEBUG=True):
@@ -133,7 +133,7 @@ def test_the_debug_page_is_never_shown_to_other_clients(
 def test_every_api_error_is_in_the_one_shape() -> None:
     viewer = client_for(roles.VIEWER)
     experimenter = client_for(roles.EXPERIMENTER)
-    answers = {
+    answers: dict[str, tuple[Any, int, str]] = {
         "unknown route": (Client().get("/api/v1/nowhere/"), 404, "not_found"),
         "method not allowed": (viewer.delete("/api/v1/whoami/"), 405, "method_not_allowed"),
         "parse error": (
