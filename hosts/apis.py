@@ -22,6 +22,7 @@ from specportal.api.errors import ApplicationError
 from specportal.api.idempotency import idempotent
 from specportal.api.input import LabelsField, refuse_unknown_fields
 from specportal.api.query import Choice, Flag, query_clean
+from specportal.api.secrets import mask_credentials
 
 
 class HostOutput(serializers.ModelSerializer[GpuHost]):
@@ -51,6 +52,13 @@ class HostOutput(serializers.ModelSerializer[GpuHost]):
             "queue_name",
             "created_at",
         )
+
+    def to_representation(self, instance: GpuHost) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        # An endpoint's address may carry credentials; every viewer reads this list.
+        if isinstance(data.get("base_url"), str):
+            data["base_url"] = mask_credentials(data["base_url"])
+        return data
 
 
 class HostInput(serializers.Serializer[Any]):

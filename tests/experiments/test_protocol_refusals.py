@@ -64,7 +64,7 @@ LAST = f"loads.{len(LOADS) - 1}"
             f"{LAST}.duration_s",
             "a request_rate or a concurrency",
         ),
-        ({"repetitions": 1_000_000}, "repetitions", "less than or equal to 100"),
+        ({"repetitions": 1_000_000}, "repetitions", "from 1 to 100 (SPECPORTAL_MAX_REPETITIONS)"),
         ({"warmup_requests": 2**31}, "warmup_requests", "less than or equal to 100000"),
     ],
 )
