@@ -235,12 +235,14 @@ def test_mask_credentials(text: str, masked: str) -> None:
 def test_an_endpoint_address_is_shown_without_its_password() -> None:
     from hosts.services import host_register
 
-    host_register(name="endpoint-a", mode="endpoint", base_url="http://agent:tok-hunter2@gpu:8000")
+    host_register(
+        name="endpoint-a", mode="endpoint", base_url="http://agent:tok-hunter2@gpu.internal:8000"
+    )
     response = client_for(roles.VIEWER).get("/api/v1/hosts/")
     assert response.status_code == 200
     assert "tok-hunter2" not in response.content.decode()
     shown = {h["name"]: h["base_url"] for h in response.json()}
-    assert shown["endpoint-a"] == f"http://agent:{MASK}@gpu:8000"
+    assert shown["endpoint-a"] == f"http://agent:{MASK}@gpu.internal:8000"
 
 
 def test_pages_mask_a_launch_command_url() -> None:
