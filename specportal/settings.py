@@ -250,9 +250,9 @@ CACHES = {"default": env.cache_url("SPECPORTAL_CACHE_URL", default="locmemcache:
 SPECPORTAL_API_MAX_JSON_BYTES = env.int("SPECPORTAL_API_MAX_JSON_BYTES", default=2_621_440)
 
 # Django's DEBUG page (development only) is shown to loopback clients alone, with every URL's
-# password masked; anyone else gets a plain "Server error" page (specportal.api.errors).
-DEFAULT_EXCEPTION_REPORTER = "specportal.api.errors.LoopbackOnlyExceptionReporter"
-DEFAULT_EXCEPTION_REPORTER_FILTER = "specportal.api.errors.CredentialsMaskingFilter"
+# password masked; anyone else gets a plain "Server error" page (specportal.api.debug).
+DEFAULT_EXCEPTION_REPORTER = "specportal.api.debug.LoopbackOnlyExceptionReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "specportal.api.debug.CredentialsMaskingFilter"
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "SpecPortal API",

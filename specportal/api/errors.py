@@ -9,13 +9,11 @@ Every answer under ``/api/`` has this shape, whatever fails: DRF's exceptions th
 no internals), unknown URLs through :func:`json_not_found`, and :class:`ApiErrorShapeMiddleware`
 for the rest (Django's own HTML error pages: CSRF, oversized bodies, a view outside DRF). The
 same middleware refuses a NUL in the URL or the query string, which PostgreSQL cannot compare
-with anything. :class:`LoopbackOnlyExceptionReporter` keeps Django's DEBUG page, secrets
-masked, to the machine itself.
+with anything. (Django's DEBUG page: :mod:`specportal.api.debug`.)
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable
 from typing import Any, Final
@@ -29,14 +27,11 @@ from django.http import (
     JsonResponse,
 )
 from django.urls import Resolver404, resolve
-from django.utils.safestring import SafeString, mark_safe
-from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
-from specportal.api.secrets import mask_credentials
 from specportal.protocol.checks import bad_text, shown_key
 
 log = logging.getLogger("specportal.api")
@@ -232,54 +227,3 @@ class ApiErrorShapeMiddleware:
 
 def _is_json(response: HttpResponse) -> bool:
     return str(response.get("Content-Type", "")).startswith("application/json")
-
-
-def _from_loopback(request: HttpRequest | None) -> bool:
-    """Whether the client is this machine itself. A proxy in front (a forwarding header) hides
-    the client, so it is not."""
-    if request is None:
-        return True
-    meta = request.META
-    if meta.get("HTTP_X_FORWARDED_FOR") or meta.get("HTTP_FORWARDED"):
-        return False
-    try:
-        return ipaddress.ip_address(str(meta.get("REMOTE_ADDR", ""))).is_loopback
-    except ValueError:
-        return False
-
-
-PLAIN_SERVER_ERROR: Final = (
-    "<!doctype html><title>Server error</title><h1>Server error (500)</h1>"
-    "<p>The server failed to answer this request. The failure is logged.</p>"
-)
-
-
-class LoopbackOnlyExceptionReporter(ExceptionReporter):
-    """Django's DEBUG error page (``DEFAULT_EXCEPTION_REPORTER``), only for a client on this
-    machine: anyone else gets a plain page. ``runserver 0.0.0.0:8000`` with DEBUG on, the demo
-    or a quick install would otherwise show tracebacks, local variables, settings and the whole
-    environment to whoever provokes an error. What the page shows is masked once more as a
-    whole, so a URL's password never leaves even through a local variable."""
-
-    def get_traceback_html(self) -> SafeString:
-        if not _from_loopback(self.request):
-            return mark_safe(PLAIN_SERVER_ERROR)
-        # The page was escaped when rendered; masking only shortens passwords inside it.
-        return mark_safe(mask_credentials(str(super().get_traceback_html())))
-
-    def get_traceback_text(self) -> SafeString:
-        if not _from_loopback(self.request):
-            return mark_safe("Server error (500). The failure is logged.")
-        return mark_safe(mask_credentials(str(super().get_traceback_text())))
-
-
-class CredentialsMaskingFilter(SafeExceptionReporterFilter):
-    """Settings and request ``META`` as the DEBUG page shows them: Django's masking by name
-    (``PASSWORD``, ``SECRET``, ``TOKEN``...) plus URL passwords by value (``DATABASE_URL``,
-    ``CELERY_BROKER_URL``, whose names match none of those)."""
-
-    def cleanse_setting(self, key: Any, value: Any) -> Any:
-        cleansed = super().cleanse_setting(key, value)
-        if isinstance(cleansed, str):
-            return mask_credentials(cleansed)
-        return cleansed
