@@ -38,24 +38,6 @@ def refuse_unknown_fields(
         raise ApplicationError("The request has fields that cannot be set.", fields=problems)
 
 
-def query_integer(
-    request: Request, name: str, *, minimum: int, maximum: int, default: int | None = None
-) -> int | None:
-    """An integer query parameter in ``[minimum, maximum]`` (``default`` when absent): a value
-    past PostgreSQL's ``bigint`` would otherwise reach the database and fail there as a 500."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    wanted = f"must be an integer from {minimum} to {maximum}"
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApplicationError(f"{name} {wanted}.", fields={name: [wanted]}) from None
-    if not minimum <= value <= maximum:
-        raise ApplicationError(f"{name} {wanted}.", fields={name: [wanted]})
-    return value
-
-
 def refuse_unknown_filters(request: Request, allowed: tuple[str, ...]) -> None:
     """A misspelt filter or option would silently be ignored (a list returns everything, a lint
     for an offline host lints for none): refuse it instead."""
