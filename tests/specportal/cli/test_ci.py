@@ -383,3 +383,42 @@ def test_sigterm_from_a_cancelled_ci_job_cancels_the_experiment_unless_keep_runn
         assert line == f"specportal ci: error: SIGTERM: experiment {experiment.pk} cancelled"
         assert experiment.status == "cancelled"
     assert f"experiment {experiment.pk} created" in stdout
+
+
+@pytest.mark.integration
+def test_a_keep_whose_change_request_the_portal_refuses_says_why_on_one_line(
+    live_server: Any, setup: Any
+) -> None:
+    """The step after a KEEP, on its own (the end-to-end test walks the KEEP that opens one)."""
+    from accounts import roles
+    from accounts.services import api_token_create
+    from approvals.models import ChangeRequest
+    from approvals.services import deployment_create
+    from specportal.cli import CliError
+    from specportal.cli.ci import _open_change_request
+    from specportal.cli.portal import Portal
+    from tests.approvals.helpers import person
+    from tests.fixtures import LOADS, OBJECTIVES, WORKLOADS, api_as
+
+    # The deployment runs the candidate already: there is nothing to change to.
+    deployment_create(user=person("mia", roles.MANAGER), name="ngram-prod", owner_team="serving",
+                      configuration=setup.ngram, workloads=copy.deepcopy(WORKLOADS),
+                      loads=copy.deepcopy(LOADS), objectives=copy.deepcopy(OBJECTIVES))  # fmt: skip
+    document = {"name": "kept", "mode": "import", "baseline": setup.baseline.pk,
+                "candidates": [setup.ngram.pk], "workloads": copy.deepcopy(WORKLOADS),
+                "loads": copy.deepcopy(LOADS), "objectives": copy.deepcopy(OBJECTIVES)}  # fmt: skip
+    created = api_as(setup.experimenter).post("/api/v1/experiments/", document, format="json")
+    assert created.status_code == 201, created.json()
+    _, token = api_token_create(user=setup.experimenter, name="ci", scope="submit")
+    portal = Portal(live_server.url, token, attempts=1)
+    try:
+        with pytest.raises(CliError) as refused:
+            _open_change_request(portal, "ngram-prod", created.json(), b"{}")
+    finally:
+        portal.close()
+    assert refused.value.exit_code == 2
+    assert str(refused.value) == (
+        "KEEP, but the change request to ngram-prod was not opened: HTTP 400: The change request "
+        "is not valid. (to_configuration: ngram-prod runs this configuration already)"
+    )
+    assert not ChangeRequest.objects.exists()
