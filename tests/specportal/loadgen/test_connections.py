@@ -9,6 +9,7 @@ backend, which is what the issue saw lose one request in three or four.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -119,10 +120,35 @@ def test_client_processes_add_up_their_reconnects() -> None:
     assert result.client_health["reconnects"] >= 2
 
 
+def closes_after_a_stream(base_url: str) -> bool:
+    """One streamed completion on a raw keep-alive connection: is it closed once the stream ends?"""
+    host, port = base_url.removeprefix("http://").split(":")
+    body = json.dumps({"prompt": "hello", "max_tokens": 4, "stream": True}).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        received = b""
+        while not received.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's last chunk
+            data = sock.recv(65536)
+            if not data:
+                return True
+            received += data
+        assert b"[DONE]" in received
+        sock.settimeout(2.0)
+        try:
+            return sock.recv(1) == b""
+        except TimeoutError:
+            return False
+
+
 @pytest.mark.real_engine
 def test_the_openai_backend_loses_no_request_to_llama_servers_closes(tmp_path: Path) -> None:
     """llama-server closes the connection after each streamed response while advertising
-    keep-alive; the generic backend must not count that as the server's failures."""
+    keep-alive (checked first); the generic backend must not count that as the server's failures.
+    Whether a request is written before the close arrives is a race (``reconnects`` 0 or more);
+    the loopback servers above force it."""
     from specportal.realengine import build, gguf_models
     from tests.specportal.realengine.llama import running
 
@@ -131,6 +157,8 @@ def test_the_openai_backend_loses_no_request_to_llama_servers_closes(tmp_path: P
     gguf_models.write_model_set(tmp_path, seed=0, include_pair=False)
     out = tmp_path / "run.json"
     with running(binary, tmp_path / "tiny" / "target.gguf", slots=1) as server:
+        # The premise: after a whole streamed response, the server ends the connection.
+        assert closes_after_a_stream(server.base_url)
         done = subprocess.run(
             [sys.executable, "-m", "specportal", "bench", "--backend", "openai",
              "--base-url", server.base_url, "--endpoint", "/v1/completions",
