@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -95,3 +97,73 @@ def test_saved_vllm_result_is_read_back_as_the_load_generators_result(
     assert pc["query_tokens"] == sum(r["prompt_tokens"] for r in result["requests"]) == 4 * 32
     assert result["summary"]["prefix_cache_hit_fraction"] == pc["hit_fraction"] is not None
     assert "initial test prompt" in pc["caveat"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_killed_bench_command_fails_the_run_at_once_with_its_exit(
+    emulated_vllm: str, tmp_path: Path
+) -> None:
+    # issue 15, finding 2: the command is one of the agent's helpers; its death ends the run
+    spec = RunSpec.from_dict(
+        run_spec_dict(
+            configuration={
+                "id": 1,
+                "name": "plain",
+                "config_hash": "ab" * 32,
+                "engine": "vllm",
+                "method": "none",
+                "document": {"engine": "vllm", "target": {"model": MODEL}},
+            },
+            workload={"name": "chat", "runner": "vllm-bench-serve", "input_len": 16,
+                      "output_len": 64, "ignore_eos": True},
+            load={"name": "c1", "concurrency": 1, "requests": 10_000},
+        )
+    )  # fmt: skip
+    outcome: dict[str, BaseException | None] = {}
+    marks: list[str] = []
+
+    def run() -> None:
+        try:
+            run_vllm_bench(spec, emulated_vllm, threading.Event(), command=STAND_IN,
+                           work_dir=tmp_path, mark=marks.append)  # fmt: skip
+            outcome["error"] = None
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    child = None
+    while child is None and time.monotonic() < deadline:
+        child = next((p for p in _children() if b"specportal\x00bench" in _cmdline(p)), None)
+        time.sleep(0.1)
+    assert child is not None, "the bench command did not start"
+    time.sleep(2.0)  # requests in flight
+    os.kill(child, signal.SIGKILL)
+    killed_at = time.monotonic()
+    thread.join(30)
+    assert not thread.is_alive(), "the runner still waits for a dead command"
+    assert time.monotonic() - killed_at < 10
+    error = outcome["error"]
+    assert isinstance(error, RuntimeError)
+    assert "wrote no result (exit -9)" in str(error)
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
