@@ -3,7 +3,7 @@ agents, real ``specportal emulate`` engines), and its stored verdict — read th
 ``verdicts.selectors.verdict_document``, independent of any page — matches ``specportal compare``
 run as a subprocess on the same result files, state by state and objective value by value.
 
-The result files are the agents' own uploads as the portal stored them (``ResultUpload``: the
+The result files are the agents' own uploads as the portal stored them (``runs.uploads.body_read``: the
 gzip'd envelope whose ``result`` is SpecPortal's result document), written out one file per run.
 The experiment has one cell, so that its family (objective × cell × candidate) is the family of
 one ``specportal compare`` call and Holm adjusts both the same way.
