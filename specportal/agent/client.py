@@ -19,12 +19,27 @@ UPLOAD_TIMEOUT_SECONDS: Final = 600.0
 UPLOAD_CHUNK_BYTES: Final = 256 * 1024
 
 
+# A throttled answer's Retry-After is honoured up to this long (the portal's token-failure window
+# is 300 s by default; accounts.throttling).
+RETRY_AFTER_MAX_SECONDS: Final = 330.0
+
+
 class PortalError(Exception):
     """The portal answered with an error (4xx/5xx) or could not be reached."""
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, status_code: int | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        # 429: the seconds the portal asked to wait (bounded); the request may be sent again then.
+        self.retry_after = retry_after
+
+    @property
+    def final(self) -> bool:
+        """A refusal that sending the same request again cannot change (a 4xx other than 429)."""
+        code = self.status_code
+        return code is not None and 400 <= code < 500 and code != 429
 
 
 class ClaimConflict(PortalError):
@@ -55,7 +70,11 @@ class PortalClient:
         if response.status_code == 409:
             raise ClaimConflict(_message(response), 409)
         if response.status_code >= 400:
-            raise PortalError(f"{method} {path}: {_message(response)}", response.status_code)
+            raise PortalError(
+                f"{method} {path}: {_message(response)}",
+                response.status_code,
+                _retry_after(response) if response.status_code == 429 else None,
+            )
         body = response.json()
         if not isinstance(body, dict):
             raise PortalError(f"{method} {path}: expected a JSON object")
@@ -119,6 +138,15 @@ def _pieces(body: bytes, sent: Callable[[int, int], None]) -> Iterator[bytes]:
         piece = body[start : start + UPLOAD_CHUNK_BYTES]
         yield piece
         sent(start + len(piece), len(body))
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """Seconds from a 429's ``Retry-After`` (a number; otherwise a short default), bounded."""
+    try:
+        seconds = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        seconds = 5.0
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX_SECONDS)
 
 
 def _message(response: httpx.Response) -> str:

@@ -465,8 +465,8 @@ class Executor:
             client.request(method, base_url + path).raise_for_status()
 
     def _upload(self, run_id: int, attempt: int, envelope: ResultEnvelope) -> bool:
-        """PUT the result, retrying what may pass (no answer, a 5xx); False when the portal
-        refused it with a 4xx: it has failed the run with the reason, which sending the same
+        """PUT the result, retrying what may pass (no answer, a 5xx, a 429 after its Retry-After);
+        False when the portal refused it with another 4xx: it has failed the run with the reason, which sending the same
         file again would not change, so the agent reports the run failed and moves on."""
 
         def sent(done: int, total: int) -> None:
@@ -483,12 +483,18 @@ class Executor:
                 )
                 return True
             except PortalError as exc:
-                if exc.status_code is not None and 400 <= exc.status_code < 500:
+                if exc.final:
                     log.error("run %s attempt %s failed: the portal refused its result (HTTP %s): "
                               "%s", run_id, attempt, exc.status_code, exc)  # fmt: skip
                     return False
                 log.warning("upload %d/%d failed: %s", n, UPLOAD_ATTEMPTS, exc)
-                time.sleep(UPLOAD_RETRY_SECONDS * n)
+                if exc.retry_after is not None:
+                    # Throttled (another agent behind this address sent wrong tokens): the
+                    # result is kept and sent again when the portal reads this address again.
+                    self.mark(f"waiting {exc.retry_after:.0f} s: the portal throttles this address")
+                    time.sleep(exc.retry_after)
+                else:
+                    time.sleep(UPLOAD_RETRY_SECONDS * n)
         log.error("run %s attempt %s: the result could not be uploaded after %d tries",
                   run_id, attempt, UPLOAD_ATTEMPTS)  # fmt: skip
         return True

@@ -168,9 +168,9 @@ def upload_failure(client: PortalClient, stall: Stall) -> bool:
             return True  # the run already ended one way or another
         except PortalError as exc:
             log.warning("stalled run %s: failure upload %d failed: %s", stall.run_id, attempt, exc)
-            if exc.status_code is not None and 400 <= exc.status_code < 500:
+            if exc.final:
                 return False
-            time.sleep(attempt)
+            time.sleep(min(exc.retry_after or attempt, 60.0))
     return False
 
 
