@@ -55,9 +55,11 @@ class HostOutput(serializers.ModelSerializer[GpuHost]):
 
     def to_representation(self, instance: GpuHost) -> dict[str, Any]:
         data: dict[str, Any] = super().to_representation(instance)
-        # An endpoint's address may carry credentials; every viewer reads this list.
-        if isinstance(data.get("base_url"), str):
-            data["base_url"] = mask_credentials(data["base_url"])
+        # An endpoint's address (and an error naming it) may carry credentials; every viewer
+        # reads this list.
+        for key in ("base_url", "health_detail"):
+            if isinstance(data.get(key), str):
+                data[key] = mask_credentials(data[key])
         return data
 
 

@@ -252,3 +252,24 @@ def test_pages_mask_a_launch_command_url() -> None:
     shown = page.render(Context({"command": ["vllm", "--broker", BROKER_URL]}))
     assert "broker-hunter2" not in shown
     assert MASK in shown
+
+
+@pytest.mark.django_db
+def test_the_home_page_shows_a_host_error_without_the_password() -> None:
+    from hosts.models import GpuHost
+    from hosts.services import host_register
+
+    host = host_register(name="endpoint-b", mode="endpoint", base_url="http://gpu.internal:8000")
+    # what an agent may report when its endpoint refuses it
+    detail = "cannot reach http://agent:tok-hunter2@gpu.internal:8000/health"
+    GpuHost.objects.filter(pk=host.pk).update(health_detail=detail)
+    client = Client()
+    client.force_login(_viewer())
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "tok-hunter2" not in page.content.decode()
+    assert f"http://agent:{MASK}@gpu.internal" in page.content.decode()
+    listed = client_for(roles.VIEWER).get("/api/v1/hosts/").json()
+    assert [h["health_detail"] for h in listed if h["name"] == "endpoint-b"] == [
+        f"cannot reach http://agent:{MASK}@gpu.internal:8000/health"
+    ]
