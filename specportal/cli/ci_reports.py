@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 from xml.etree import ElementTree as ET
 
 # Exit statuses, as ``specportal compare``: 0 keep, 1 drop, 3 inconclusive, 2 bad input; and 4
@@ -160,7 +160,8 @@ def markdown(
     for workload, load, entry in _cells(verdict):
         state = entry.get("state") or "out of scope"
         why = _needed(entry) if state == "INCONCLUSIVE" else (entry.get("reasons") or [""])[0]
-        cell_link = f"{link}#cell-{_slug(f'{workload}/{load}')}"
+        # the cell's own page (experiments/<id>/cells/<workload>/<load>/): figures, runs
+        cell_link = f"{link}cells/{quote(workload, safe='')}/{quote(load, safe='')}/"
         lines.append(f"| {entry['arm']} | [{workload}/{load}]({cell_link}) | **{state}** | "
                      f"{_md(why)} |")  # fmt: skip
     details = [(w, ld, e) for w, ld, e in _cells(verdict) if e.get("reasons")]
@@ -188,12 +189,6 @@ def markdown(
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9-]+", "", re.sub(r"[\s/]+", "", text.lower()))
 
 
 def progress_line(runs: Sequence[Mapping[str, Any]]) -> tuple[int, int]:

@@ -122,7 +122,7 @@ def test_markdown_is_a_pull_request_comment() -> None:
                             context={"pull_request": "812", "commit": "9f1c2ab"})  # fmt: skip
     assert text.startswith("### SpecPortal: ")
     assert "| candidate | cell | state | why |" in text
-    assert "[chat/c1](http://portal/experiments/1/#cell-chatc1)" in text
+    assert "[chat/c1](http://portal/experiments/1/cells/chat/c1/)" in text
     assert "pull_request `812`" in text
     assert verdict["emulated_label"] in text
     assert "<details><summary>Reasons, rule by rule</summary>" in text

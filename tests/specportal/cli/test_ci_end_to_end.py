@@ -31,6 +31,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 import xmlschema
+from django.test import Client
 
 from accounts import roles
 from approvals.models import ChangeRequest
@@ -182,6 +183,8 @@ def test_ci_run_gates_on_keep_drop_inconclusive_and_undecided(
         assert "Traceback" not in job.stderr, job.stderr
 
     verdicts = {}
+    pages = Client()
+    pages.force_login(setup.experimenter)
     for job, state in ((keep, "KEEP"), (drop, "DROP"), (unsure, "INCONCLUSIVE")):
         experiment = job.experiment()
         assert experiment.status == Experiment.Status.DONE
@@ -205,6 +208,12 @@ def test_ci_run_gates_on_keep_drop_inconclusive_and_undecided(
         assert job.stdout.count(" repetition ") == len(runs)  # one line per finished run
         _check_junit(job, entry, state)
         _check_markdown(job, experiment.pk, entry, state, live_server.url, through_proxy)
+        # the pages the comment links to exist
+        for page in (
+            f"/experiments/{experiment.pk}/",
+            f"/experiments/{experiment.pk}/cells/chat/c1/",
+        ):
+            assert pages.get(page).status_code == 200, page
 
     # After the KEEP (never after the DROP) a change request moves the deployment to EAGLE-3,
     # the experiment its evidence; the evidence rules pass on a demo deployment.
@@ -278,7 +287,7 @@ def _check_markdown(job: Job, experiment_id: int, entry: dict[str, Any], state: 
     link = f"{base}/experiments/{experiment_id}/"
     assert text.startswith(f"### SpecPortal: {job.reason()}\n")
     assert f"Experiment [{experiment_id}]({link})" in text
-    assert f"| {entry['arm']} | [chat/c1]({link}#cell-chatc1) | **{state}** |" in text
+    assert f"| {entry['arm']} | [chat/c1]({link}cells/chat/c1/) | **{state}** |" in text
     assert "pull_request `812`" in text
     assert "commit `9f1c2ab`" in text
     # the same comment appended to the step summary, after what earlier steps wrote
