@@ -203,6 +203,9 @@ class ResultUpload(models.Model):
     # Set when the upload was refused on receipt (``runs.ingest.upload_problem``): the 400's
     # message and fields, answered again to a repeated PUT. A refused upload is never ingested.
     refusal = models.JSONField(null=True, blank=True)
+    # When it was checked whole on receipt (``runs.uploads.upload_problem``): the worker then
+    # does not check its records again. Null for uploads stored before receipts were checked.
+    checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = (

@@ -225,7 +225,11 @@ def run_result_receive(
         run = _held_run(host, run_id, attempt)
         if problem is None:
             upload = ResultUpload.objects.create(
-                run=run, attempt=attempt, sha256=received.sha256, size=received.size
+                run=run,
+                attempt=attempt,
+                sha256=received.sha256,
+                size=received.size,
+                checked_at=timezone.now(),
             )
             body_store(upload, received)
             run.lease_expires_at = None

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from runs.models import ResultUpload, Run
 from runs.tasks import upload_ingest_task
-from runs.uploads import BodyTooLarge, ReceivedBody
+from runs.uploads import BodyTooLarge, ReceivedBody, body_store
 from specportal.agent.client import PortalClient
 from specportal.agent.executor import UPLOAD_RETRY_SECONDS, AgentSettings, Executor, Heartbeat
 from specportal.protocol import EngineReport, ResultEnvelope
@@ -332,3 +333,24 @@ def test_the_agent_hears_the_refusal_and_reports_the_run_failed_without_retrying
     assert "engine.log_excerpt" in caplog.text
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
+
+
+def test_the_worker_checks_again_bytes_that_are_not_the_ones_checked_on_receipt(
+    setup: Setup, django_capture_on_commit_callbacks: Any, published: list[int]
+) -> None:
+    run = _started(setup, django_capture_on_commit_callbacks)
+    document = envelope(run.pk, 1)
+    _index_x(document)
+    body = gz(document)
+    # Marked as checked, but its hash is not its body's: the worker trusts nothing of it.
+    upload = ResultUpload.objects.create(
+        run=run, attempt=1, sha256="0" * 64, size=len(body), checked_at=timezone.now()
+    )
+    body_store(upload, ReceivedBody.of(body))
+    with django_capture_on_commit_callbacks(execute=True):
+        upload_ingest_task(upload.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "unreadable result upload" in run.error
+    assert "result.requests.1.index" in run.error
+    assert run.requests.count() == 0
