@@ -264,7 +264,7 @@ def pareto_figure(points: Sequence[ParetoPoint], *, workload: str) -> dict[str, 
         layout=base_layout(
             title=f"Pareto: interactivity against throughput · {workload}",
             x_title="total output throughput (tokens/s)",
-            y_title="per-user output speed (tokens/s = 1000 / median TPOT ms)",
+            y_title="per-user tokens/s (1000 / median TPOT ms)",
         ),
     )
     fig.update_xaxes(rangemode="tozero")

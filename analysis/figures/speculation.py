@@ -128,7 +128,7 @@ def acceptance_figure(arms: Sequence[ArmAcceptance], *, cell: str = "") -> dict[
     layout = base_layout(
         title=f"Acceptance per draft position{' · ' + cell if cell else ''}",
         x_title="draft position (1 = first proposed token)",
-        y_title="fraction of drafting steps accepting this position",
+        y_title="share of drafting steps accepting it",
         barmode="group",
     )
     if notes:
@@ -276,7 +276,7 @@ def speedup_figure(points: Sequence[SpeedupPoint], *, title_suffix: str = "") ->
         layout=base_layout(
             title=f"Predicted against measured speed-up{title_suffix}",
             x_title="predicted speed-up (× baseline output throughput)",
-            y_title="measured speed-up (× baseline output throughput)",
+            y_title="measured speed-up (× baseline)",
             shapes=shapes,
             annotations=annotations,
         ),
