@@ -428,7 +428,12 @@ LOGGING = {
         },
     },
     "formatters": {"timestamped": {"format": "%(asctime)s %(message)s"}},
-    "loggers": {"audit.chain": {"handlers": ["audit_head"], "level": "INFO", "propagate": False}},
+    "loggers": {
+        "audit.chain": {"handlers": ["audit_head"], "level": "INFO", "propagate": False},
+        # Django's own logging would keep its unmasked console handler for these (a 500's
+        # traceback, printed with DEBUG on): they reach the root's masked one instead.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+    },
     "root": {"handlers": ["console"], "level": env.str("SPECPORTAL_LOG_LEVEL", default="INFO")},
 }
 
