@@ -1485,9 +1485,13 @@ class _Engine:
                 f"objective {i} ({summary_key(self.objectives[i]['metric'], self.objectives[i]['statistic'])} {self.objectives[i]['op']} {self.objectives[i]['threshold']})"
                 for i in absolute
             )
+
+            def up_to(who: str, level: str | None) -> str:
+                return f"{who} up to {level}" if level else f"{who} at no tested load level"
+
             reason = (
-                f"every absolute objective ({objectives_text}) passes for {arm} up to {cand_max or 'no load'}"
-                f" and for the baseline up to {base_max or 'no load'}"
+                f"every absolute objective ({objectives_text}) passes for {up_to(arm, cand_max)}"
+                f" and for {up_to('the baseline', base_max)}"
                 + (
                     ": the candidate lowers the ceiling"
                     if lowered
