@@ -179,7 +179,10 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> HttpResponse:
     verdict block, the runs, and each figure section's version (the page redraws a figure only
     when its section's version moved)."""
     experiment = selectors.experiment_get(experiment_id=experiment_id)
-    return render(request, "experiments/experiment_live.html", _experiment_context(experiment))
+    context = _experiment_context(experiment)
+    # the verdict block's follow-up button, as on the full page
+    context["can_run_again"] = user_has_role(request.user, roles.EXPERIMENTER)
+    return render(request, "experiments/experiment_live.html", context)
 
 
 def _section(experiment_id: int, section: str, *fields: str) -> ExperimentFigures:

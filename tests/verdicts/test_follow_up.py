@@ -151,6 +151,9 @@ def test_the_page_offers_the_advice_as_a_button_that_creates_the_follow_up(setup
     html = page.get(f"/experiments/{experiment.pk}/").content.decode()
     assert f'action="/experiments/{experiment.pk}/follow-up/"' in html
     assert "Measure this schedule in a follow-up experiment" in html
+    # the live block (htmx replaces the verdicts with it while runs land) keeps the button
+    live = page.get(f"/experiments/{experiment.pk}/live/").content.decode()
+    assert "Measure this schedule in a follow-up experiment" in live
     answer = page.post(
         f"/experiments/{experiment.pk}/follow-up/", {"arm": "eagle3", "workload": "chat"}
     )
