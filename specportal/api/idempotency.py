@@ -29,6 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from specportal.api.errors import ApplicationError
+from specportal.api.parsers import MalformedJSON, strict_loads
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
@@ -53,9 +54,12 @@ def _fingerprint(request: Request) -> str:
     digest.update(request.method.encode() if request.method else b"")
     digest.update(b"\0" + request.path.encode() + b"\0")
     if raw:
-        # The same JSON document written differently is the same body.
-        with contextlib.suppress(ValueError, UnicodeDecodeError):
-            raw = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
+        # The same JSON document written differently is the same body. Read with the parser's
+        # limits (a body nested past the recursion limit was a 500 here, before the view); a
+        # body it refuses is fingerprinted as it came, and the view's parser answers the 400.
+        with contextlib.suppress(MalformedJSON, UnicodeDecodeError):
+            document = strict_loads(raw.decode("utf-8"))
+            raw = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     digest.update(raw)
     return digest.hexdigest()
 

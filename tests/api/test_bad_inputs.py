@@ -84,6 +84,15 @@ def post(url: str, body: Callable[[World], Any] | str, *, agent: bool = False) -
     return call
 
 
+def idempotent_deep(w: World) -> Any:
+    return api_as(w.setup.experimenter).post(
+        "/api/v1/experiments/",
+        "[" * 200_000 + "]" * 200_000,
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="deep-1",
+    )
+
+
 def create(**changes: Any) -> Call:
     return post("/api/v1/experiments/", lambda w: experiment(w.setup, **changes))
 
@@ -189,6 +198,8 @@ CASES: list[tuple[str, Call, int, str]] = [
         "context" + ".0" * 63,
     ),
     ("recursion-deep body", post("/api/v1/experiments/", "[" * 200_000 + "]" * 200_000), 400, ""),
+    # the Idempotency-Key fingerprint reads the body before the view does
+    ("recursion-deep body, idempotent", idempotent_deep, 400, ""),
     ("experiment warmup 2**31", create(warmup_requests=2**31), 400, "warmup_requests"),
     ("experiment max_failed_runs 2**31", create(max_failed_runs=2**31), 400, "max_failed_runs"),
     (
