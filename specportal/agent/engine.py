@@ -144,7 +144,9 @@ class EngineProcess:
             data = self.log_path.read_bytes()
         except OSError:
             return ""
-        return data[-chars:].decode("utf-8", "replace")
+        # Undecodable bytes and NULs (an engine may print either) become U+FFFD: the portal
+        # refuses a NUL in any string of an upload, and a log byte must not cost the run.
+        return data[-chars:].decode("utf-8", "replace").replace("\x00", "\ufffd")
 
     def wait_healthy(
         self, timeout: float, cancelled: Any = None, polled: Callable[[], None] | None = None

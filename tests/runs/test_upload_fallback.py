@@ -15,8 +15,16 @@ from django.utils import timezone
 from experiments.models import Arm, Experiment
 from runs.models import RequestRecord, ResultUpload, Run
 from runs.uploads import ReceivedBody, body_store
-from tests.fixtures import Setup
-from tests.harness import Process, process_logs, start_beat, start_portal_worker, wait_for
+from tests.fixtures import OBJECTIVES, Setup, api_as
+from tests.harness import (
+    Process,
+    process_logs,
+    start_agent,
+    start_and_wait,
+    start_beat,
+    start_portal_worker,
+    wait_for,
+)
 from tests.runs.test_poison_uploads import envelope
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -106,3 +114,87 @@ def test_one_poison_upload_fails_its_run_and_the_good_ones_still_land(
     assert "unreadable result upload" in unreadable.error, unreadable.error
     assert not Run.objects.filter(status=Run.Status.RUNNING).exists()
     assert "could not be ingested; its run is failed" in worker.log()
+
+
+def _measured(setup: Setup, processes: list[Process]) -> Experiment:
+    """Two runs (baseline, n-gram) of two requests on gpu-a, started and waited for."""
+    api = api_as(setup.experimenter)
+    created = api.post(
+        "/api/v1/experiments/",
+        {
+            "name": "measured",
+            "baseline": setup.baseline.pk,
+            "candidates": [setup.ngram.pk],
+            "labels": ["baseline", "ngram"],
+            "workloads": [{"name": "chat", "dataset_name": "bundled", "output_len": 8}],
+            "loads": [{"name": "c1", "concurrency": 1, "requests": 2}],
+            "objectives": OBJECTIVES,
+            "hosts": ["gpu-a"],
+            "repetitions": 1,
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    return start_and_wait(api, created.json()["id"], processes, 180)
+
+
+def test_a_refused_upload_fails_its_run_and_the_host_moves_on(
+    setup: Setup,
+    live_server: Any,
+    broker: str,
+    processes: list[Process],
+    tmp_path: Path,
+    settings: Any,
+) -> None:
+    """Real agent, emulated engine, worker, beat, PostgreSQL and Redis: every upload is refused
+    (a size cap below any result, in the portal serving the agent), so each run fails with the
+    reason, the agent moves on to the next, and the experiment ends: nothing is left running."""
+    settings.SPECPORTAL_RESULT_UPLOAD_MAX_BYTES = 300
+    env = {"SPECPORTAL_BEAT_REAP_SECONDS": "1"}
+    processes.append(start_portal_worker(broker, tmp_path, env))
+    processes.append(start_beat(broker, tmp_path, env))
+    agent = start_agent("gpu-a", setup.tokens["gpu-a"], live_server.url, broker, tmp_path)
+    processes.append(agent)
+    experiment = _measured(setup, processes)
+    runs = list(Run.objects.filter(experiment=experiment).order_by("sequence"))
+    assert [r.status for r in runs] == [Run.Status.FAILED, Run.Status.FAILED]
+    for run in runs:
+        assert "attempt 1: result upload refused: " in run.error
+        assert "larger than 300 bytes" in run.error
+        assert run.attempt == 1  # failed by the refusal, not re-queued by a lost lease
+        assert not ResultUpload.objects.filter(run=run).exists()
+    assert agent.log().count("the portal refused its result (HTTP 413)") == 2
+
+
+def test_an_engine_that_prints_a_nul_costs_no_measured_run(
+    setup: Setup,
+    live_server: Any,
+    broker: str,
+    processes: list[Process],
+    tmp_path: Path,
+) -> None:
+    """Real agent, emulated engine, worker, PostgreSQL and Redis: an engine whose log holds a NUL
+    byte (which the portal refuses in any string of an upload) still has its runs measured and
+    ingested, the NUL shown as U+FFFD in the run's log excerpt."""
+    template = (
+        'sh -c \'printf "boot\\000 ready\\n"; exec "$@"\' sh '
+        "{python} -m specportal emulate --flavor {engine} --emu-version 0.30.0 --emu-step-ms 10"
+    )
+    processes.append(start_portal_worker(broker, tmp_path))
+    processes.append(
+        start_agent(
+            "gpu-a",
+            setup.tokens["gpu-a"],
+            live_server.url,
+            broker,
+            tmp_path,
+            extra_args=("--command-template", template),
+        )
+    )
+    experiment = _measured(setup, processes)
+    runs = list(Run.objects.filter(experiment=experiment))
+    assert {r.status for r in runs} == {Run.Status.DONE}, [(r.status, r.error) for r in runs]
+    for run in runs:
+        assert "boot\ufffd ready" in run.log_excerpt
+        assert "\x00" not in run.log_excerpt
+        assert run.requests.count() == 2
