@@ -37,7 +37,7 @@ def configuration_page(request: HttpRequest, config_id: int) -> HttpResponse:
     other_id = request.GET.get("other", "")
     other = None
     differences = None
-    if other_id.isdigit():
+    if other_id.isdecimal():
         other = FrozenConfiguration.objects.filter(pk=int(other_id)).first()
         if other is not None:
             differences = [

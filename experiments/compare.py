@@ -58,7 +58,7 @@ def parse_picks(runs: Sequence[str], arms: Sequence[str]) -> list[Pick]:
 
 
 def _resolve_run(pick: Pick) -> None:
-    if not pick.key.isdigit():
+    if not pick.key.isdecimal():
         pick.error = f"run {pick.key!r}: not a run id"
         return
     run = (
@@ -86,7 +86,7 @@ def _resolve_arm(pick: Pick) -> None:
     experiment_id, _, rest = pick.key.partition(":")
     label, _, cell = rest.partition(":")
     workload, _, load = cell.partition("/")
-    if not experiment_id.isdigit() or not label or not load:
+    if not experiment_id.isdecimal() or not label or not load:
         pick.error = f"arm {pick.key!r}: write EXPERIMENT:ARM:WORKLOAD/LOAD"
         return
     experiment = Experiment.objects.filter(pk=int(experiment_id)).first()

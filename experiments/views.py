@@ -394,7 +394,7 @@ def experiment_new_page(request: HttpRequest) -> HttpResponse:
     if not user_has_role(request.user, roles.EXPERIMENTER):
         raise PermissionDenied("creating experiments needs the experimenter role")
     source = None
-    if (from_id := request.GET.get("from", "")).isdigit():
+    if (from_id := request.GET.get("from", "")).isdecimal():
         source = get_object_or_404(Experiment, pk=int(from_id))
     configurations = list(FrozenConfiguration.objects.order_by("-id")[:300])
     hosts = list(GpuHost.objects.order_by("name"))

@@ -79,7 +79,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(run_id=run_id)
     after = (
         int(request.GET.get("after", "-1"))
-        if request.GET.get("after", "").lstrip("-").isdigit()
+        if request.GET.get("after", "").lstrip("-").isdecimal()
         else -1
     )
     page = _requests_page(run, after)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from accounts import roles
 from experiments.models import Experiment
@@ -284,3 +285,27 @@ def test_bad_input(world: World, call: Call, status: int, path: str) -> None:
     assert path in body["error"]["fields"] or (path == "" and body["error"]["code"]), body
     assert (Experiment.objects.count(), Run.objects.count()) == before
     assert Run.objects.values().get(pk=world.run.pk) == run_before
+
+
+# Pages read ids from the query string too: "²" passed str.isdigit() and then failed int().
+PAGE_CASES = [
+    "/configurations/{config}/?other=%C2%B2",
+    "/experiments/new/?from=%C2%B2",
+    "/runs/{run}/?after=%C2%B2",
+    "/compare/?run=%C2%B2",
+    "/compare/?arm=%C2%B2:baseline:chat/c1",
+    "/configurations/?search=%00",
+]
+
+
+@pytest.mark.parametrize("url", PAGE_CASES)
+def test_a_bad_page_query_is_no_500(world: World, url: str) -> None:
+    from accounts.services import user_create_or_update
+
+    user = user_create_or_update(username="pages", password=None, role_names=roles.ALL_ROLES)
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    before = (Experiment.objects.count(), Run.objects.count())
+    response = client.get(url.format(config=world.setup.baseline.pk, run=world.run.pk))
+    assert response.status_code < 500
+    assert (Experiment.objects.count(), Run.objects.count()) == before
