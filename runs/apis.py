@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -264,7 +266,15 @@ class ImportApi(APIView):
 def _uploaded_files(request: Request, filename: str | None) -> list[tuple[str, bytes]]:
     django_request = request._request
     if (request.content_type or "").startswith("multipart/form-data"):
-        parts = django_request.FILES.getlist("file")
+        try:
+            parts = django_request.FILES.getlist("file")
+        except RequestDataTooBig:
+            # Form fields (not files) past DATA_UPLOAD_MAX_MEMORY_SIZE: Django's own refusal,
+            # which would otherwise reach the client as a 400 page (or a 500 under DRF).
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            raise ApplicationError("The form's fields are too large.", code="too_large",
+                                   status_code=413,
+                                   fields={"body": [f"form fields over {limit} bytes"]}) from None  # fmt: skip
         if not parts:
             raise ApplicationError("No file part.", fields={"file": ["one or more 'file' parts"]})
         out = []

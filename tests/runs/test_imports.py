@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import io
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,20 @@ def test_the_experiment_page_marks_imported_runs_and_shows_the_context(
     assert "imported from GuideLLM 0.8.1: not measured by SpecPortal" in page
     assert 'id="import-mode"' in page
     assert "pull_request <code>812</code>" in page
+
+
+def test_a_multipart_form_over_the_memory_limit_is_a_413_in_the_error_shape(
+    setup: Setup, settings: Any
+) -> None:
+    """Issue 15, finding 9: Django's RequestDataTooBig was a 400 in HTML."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000
+    experiment_id = _import_experiment(setup)
+    answer = api_as(setup.experimenter).post(
+        f"/api/v1/imports/?experiment={experiment_id}&arm=ngram",
+        {"note": "x" * 2_000, "file": [io.BytesIO(b"{}")]},
+        format="multipart",
+    )
+    assert answer.status_code == 413, answer.content[:300]
+    error = answer.json()["error"]
+    assert error["code"] == "too_large"
+    assert "body" in error["fields"]
