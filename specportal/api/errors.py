@@ -18,7 +18,13 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.conf import settings
+from django.core.exceptions import (
+    BadRequest,
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.http import (
     Http404,
     HttpRequest,
@@ -108,6 +114,12 @@ _CODES = {
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own cap on a body read whole (request.body: the Idempotency-Key fingerprint).
+        return Response(
+            error_body("too_large", f"The request body is larger than {_max_body()} bytes."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     response = exception_handler(exc, context)
     if response is None:
         # Not an API exception: a bug. Logged with its traceback; the client learns nothing of
@@ -163,6 +175,10 @@ def json_not_found(request: HttpRequest, exception: Exception | None = None) -> 
     return JsonResponse(error_body("not_found", message), status=404)
 
 
+def _max_body() -> int:
+    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0)
+
+
 def _is_api(request: HttpRequest) -> bool:
     return request.path_info.startswith("/api/")
 
@@ -213,8 +229,12 @@ class ApiErrorShapeMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         """A view outside DRF under ``/api/`` that raised: a logged JSON 500 (Django's own
         answers to 404, 403 and 400 exceptions are reshaped on the way out instead)."""
-        handled = (Http404, PermissionDenied, SuspiciousOperation, BadRequest)
-        if not _is_api(request) or isinstance(exception, handled):
+        if not _is_api(request):
+            return None
+        if isinstance(exception, RequestDataTooBig):
+            message = f"The request body is larger than {_max_body()} bytes."
+            return JsonResponse(error_body("too_large", message), status=413)
+        if isinstance(exception, Http404 | PermissionDenied | SuspiciousOperation | BadRequest):
             return None
         log.error(
             "Internal Server Error: %s",

@@ -288,3 +288,16 @@ def test_every_handler_a_log_record_reaches_masks_url_passwords(name: str) -> No
     assert reached
     for handler in reached:
         assert any(isinstance(f, MaskCredentialsFilter) for f in handler.filters), handler
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", [None, "big-1"])
+def test_a_body_past_djangos_cap_is_a_413_in_the_shape(key: str | None) -> None:
+    """The Idempotency-Key fingerprint reads the body whole, where Django's own cap
+    (DATA_UPLOAD_MAX_MEMORY_SIZE) applies; without a key the parser's cap does."""
+    client = client_for(roles.EXPERIMENTER)
+    body = '{"name": "' + "x" * 3_000_000 + '"}'
+    headers: dict[str, Any] = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    response = client.post("/api/v1/experiments/", body, content_type="application/json", **headers)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
