@@ -5,7 +5,10 @@ the same system-wide monotonic clock the client stamps with. ``specportal.loadge
 concurrent streams on staggered schedules (and, for comparison, aligned bursts where all 64 write
 at the same instants); the script prints the distribution of ``client time − write time`` beside
 the machine's idle scheduler noise (how late an idle event loop's 2 ms timer wakes) and the load
-average, since the 2 cores are shared.
+average, since the 2 cores are shared. The server is pinned to core 0 and the client to core 1
+(``os.sched_setaffinity``); beside each run the script prints the share of the run the client's
+loop thread spent on its CPU and waiting for it (``/proc/self/schedstat``), so starvation by
+other processes reads apart from the client's own cost.
 
     .venv/bin/python benchmarks/loadgen_accuracy.py [--streams 64 --chunks 100 --period-ms 20 \
         --gc-streams 256 --gc-chunks 1024]
@@ -36,6 +39,19 @@ from specportal.loadgen import BenchConfig, run_benchmark
 from specportal.workload.items import WorkItem
 
 HERE = Path(__file__).resolve().parent
+SERVER_CORE = 0  # the issue's setup: the scripted server on one core, the client on the other
+CLIENT_CORE = 1
+
+
+def schedstat() -> tuple[int, int]:
+    """(ns on a CPU, ns runnable but waiting for one) of this process's main thread, which runs
+    the timing loop (``/proc/self/schedstat``)."""
+    ran, waited, _ = Path("/proc/self/schedstat").read_text().split()
+    return int(ran), int(waited)
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def free_port() -> int:
@@ -89,10 +105,13 @@ def measure(
     items = [WorkItem(prompt="p", max_tokens=chunks)] * streams
     if gc_off:
         gc.disable()
+    wall0, (ran0, waited0) = time.perf_counter(), schedstat()
     try:
         result = run_benchmark(config, workload=items, handle_sigint=False)
     finally:
         gc.enable()
+    wall = time.perf_counter() - wall0
+    ran, waited = (b - a for a, b in zip((ran0, waited0), schedstat(), strict=True))
     writes = httpx.get(url + "/writes").json()
     assert result.t0_perf is not None
     diffs = []
@@ -107,6 +126,11 @@ def measure(
           f"{health['event_loop_lag']['p99_ms']:.2f} ms, timestamps from {'/'.join(sources)}; "
           f"GC {collected['collections']}, pause max "
           f"{collected['pause']['max_ms'] or 0:.2f} ms, total {collected['total_pause_ms']:.1f} ms")  # fmt: skip
+    # Starvation or client cost: the share of the run the loop's thread spent runnable but waiting
+    # for its core (another process on it) beside the share it spent running (its own work).
+    print(f"    client core {sorted(os.sched_getaffinity(0))}: on CPU {ran / 1e9 / wall * 100:.1f} %, "
+          f"waiting for a CPU {waited / 1e9 / wall * 100:.1f} % of {wall:.1f} s; "
+          f"load average {loadavg()}")  # fmt: skip
     return np.asarray(diffs) * 1000
 
 
@@ -119,8 +143,14 @@ def main() -> None:
     parser.add_argument("--gc-chunks", type=int, default=1024)
     args = parser.parse_args()
     proc, url = start_server()
+    if len(os.sched_getaffinity(0)) >= 2:
+        os.sched_setaffinity(proc.pid, {SERVER_CORE})
+        os.sched_setaffinity(0, {CLIENT_CORE})
+        print(f"server pinned to core {SERVER_CORE}, client to core {CLIENT_CORE}")
+    else:
+        print("one core only: server and client share it (not the issue's setup)")
     try:
-        print(f"load average: {os.getloadavg()}")
+        print(f"load average: {loadavg()}")
         print(f"idle scheduler noise (2 ms asyncio timer lateness): {pct(idle_noise_ms())}")
         for stagger in (True, False):
             name = "staggered" if stagger else "aligned bursts"
@@ -149,7 +179,7 @@ def main() -> None:
             f"    target c{args.gc_streams} p99 ≤ 2.5 ms: {'met' if p99[False] <= 2.5 else 'NOT met'}"
         )
         print(f"    target p99 ≤ 1.25× collector off: {'met' if ratio <= 1.25 else 'NOT met'}")
-        print(f"load average: {os.getloadavg()}")
+        print(f"load average: {loadavg()}")
     finally:
         proc.terminate()
         proc.wait()

@@ -163,12 +163,16 @@ def latency_from_scheduled(r: TimedRequest) -> float | None:
     return r.chunk_times[-1] - r.scheduled
 
 
+# Samples: a list, or a run's pooled float64 array (``_joined_gaps``).
+Samples = Sequence[float] | np.ndarray
+
+
 # --- statistics --------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], p: float, method: PercentileMethod = "linear") -> float:
+def percentile(values: Samples, p: float, method: PercentileMethod = "linear") -> float:
     """``linear``: numpy's default (vLLM). ``nearest-rank``: ``sorted[int(n · p/100)]`` (MLPerf)."""
-    if not values:
+    if len(values) == 0:
         raise ValueError("percentile of no values")
     if method == "linear":
         return float(np.percentile(np.asarray(values, dtype=float), p))
@@ -184,7 +188,7 @@ def percentile_key(p: float) -> str:
 
 def vllm_stats(
     metric: str,
-    values_s: Sequence[float],
+    values_s: Samples,
     percentiles: Iterable[float],
     method: PercentileMethod = "linear",
 ) -> dict[str, float]:
@@ -196,20 +200,20 @@ def vllm_stats(
         f"std_{metric}_ms": float(np.std(data)) * 1000,
     }
     for p in percentiles:
-        out[f"{percentile_key(p)}_{metric}_ms"] = percentile(list(data), p, method) * 1000
+        out[f"{percentile_key(p)}_{metric}_ms"] = percentile(data, p, method) * 1000
     return out
 
 
 def own_stats(
     name: str,
-    values: Sequence[float],
+    values: Samples,
     percentiles: Iterable[float],
     scale: float = 1.0,
     method: PercentileMethod = "linear",
 ) -> dict[str, float | None]:
     """SpecPortal's own statistics: like ``vllm_stats`` but ``None`` when there is no data."""
     keys = ["mean", "median", "std", *(percentile_key(p) for p in percentiles)]
-    if not values:
+    if len(values) == 0:
         return {f"{k}_{name}": None for k in keys}
     data = np.asarray(values, dtype=float) * scale
     out: dict[str, float | None] = {
@@ -218,7 +222,7 @@ def own_stats(
         f"std_{name}": float(np.std(data)),
     }
     for p in percentiles:
-        out[f"{percentile_key(p)}_{name}"] = percentile(list(data), p, method)
+        out[f"{percentile_key(p)}_{name}"] = percentile(data, p, method)
     return out
 
 
@@ -324,6 +328,22 @@ def peak_concurrency(done: Sequence[TimedRequest]) -> int:
     return peak
 
 
+# A run's per-chunk samples are pooled into numpy arrays, one request at a time: a list of Python
+# floats costs 32 bytes per chunk (and numpy's own copy 8 more) at the end of a run whose records
+# already hold every chunk time, and the summary's peak memory is the run's.
+def _joined_gaps(times_per_request: Iterable[Sequence[float]]) -> np.ndarray:
+    """Every request's gaps between consecutive times, in one float64 array."""
+    parts = [np.diff(np.asarray(t, dtype=np.float64)) for t in times_per_request if len(t) > 1]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _joined_counts(counts_per_request: Iterable[Sequence[int]]) -> np.ndarray:
+    """Every request's positive per-chunk token counts, in one array."""
+    arrays = (np.asarray(c, dtype=np.int64) for c in counts_per_request if len(c))
+    parts = [a[a > 0] for a in arrays]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class SummaryOptions:
     percentiles: tuple[float, ...] = SUMMARY_PERCENTILES
@@ -348,7 +368,7 @@ def summarize(
     ttfts = [v for r in done if (v := ttft(r)) is not None]
     e2els = [v for r in done if (v := e2el(r)) is not None]
     tpots = [v for r in done if (v := tpot(r)) is not None]
-    itls = [gap for r in done for gap in chunk_gaps(r)]
+    itls = _joined_gaps(r.chunk_times for r in done)
 
     summary: dict[str, object] = {
         "completed": len(done),
@@ -372,8 +392,8 @@ def summarize(
     # SpecPortal's own keys.
     known_counts = [r for r in done if r.chunk_tokens is not None]
     content_ttfts = [v for r in known_counts if (v := content_ttft(r)) is not None]
-    content_itls = [g for r in known_counts for g in (content_gaps(r) or [])]
-    per_chunk = [n for r in known_counts for n in (r.chunk_tokens or []) if n > 0]
+    content_itls = _joined_gaps(content_chunk_times(r) or () for r in known_counts)
+    per_chunk = _joined_counts(r.chunk_tokens or () for r in known_counts)
     intervals = [iv for r in known_counts if (iv := decode_interval(r)) is not None]
     decode_time = sum(t for t, _ in intervals)
     decode_tokens = sum(n for _, n in intervals)

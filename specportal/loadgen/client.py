@@ -181,6 +181,8 @@ async def stream_request(
                 # This body's arrays: the protocol starts new ones for the next body.
                 raw.socket_times = protocol.stamp_times
                 raw.socket_ends = protocol.stamp_ends
+            else:
+                protocol = None
             readany = resp.content.readany
             while True:
                 data = await readany()
@@ -192,6 +194,10 @@ async def stream_request(
                 ends.append(total)
                 if len(stage) >= STAGE_BYTES:
                     pack()
+            if protocol is not None and protocol.stamped_payload is resp.content:
+                # The body is over: its stamps live on in ``raw`` alone, not also in an idle
+                # pooled connection's protocol until that connection's next body (or the run's end).
+                protocol.release_stamps()
             if times:
                 record.done_time = times[-1] - t0
     except asyncio.CancelledError:

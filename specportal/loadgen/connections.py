@@ -52,6 +52,12 @@ class SocketStampingHandler(ResponseHandler):
         self.stamp_ends = array("q")
         self.received = 0
 
+    def release_stamps(self) -> None:
+        """Forget the finished body's stamps (the next body gets new arrays)."""
+        self.stamped_payload = None
+        self.stamp_times = array("d")
+        self.stamp_ends = array("q")
+
     def data_received(self, data: bytes) -> None:
         if not data:
             super().data_received(data)
