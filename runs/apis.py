@@ -7,6 +7,7 @@ from typing import Any, Final
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -275,6 +276,9 @@ def _uploaded_files(request: Request, filename: str | None) -> list[tuple[str, b
             raise ApplicationError("The form's fields are too large.", code="too_large",
                                    status_code=413,
                                    fields={"body": [f"form fields over {limit} bytes"]}) from None  # fmt: skip
+        except MultiPartParserError as exc:  # no boundary, a truncated part, …
+            raise ApplicationError(f"The multipart body is malformed: {exc}", code="malformed",
+                                   fields={"body": [str(exc)]}) from None  # fmt: skip
         if not parts:
             raise ApplicationError("No file part.", fields={"file": ["one or more 'file' parts"]})
         out = []

@@ -103,3 +103,13 @@ def test_known_filter_values_still_filter(setup: Setup) -> None:
     assert client.get("/api/v1/hosts/?emulated=false").json() == []
     assert client.get("/api/v1/hosts/?mode=").status_code == 200  # empty: no filter
     assert client.get("/api/v1/runs/?status=running").json() == []
+
+
+def test_a_multipart_import_without_a_boundary_is_a_400_not_a_500(setup: Setup) -> None:
+    # Found by schemathesis (coverage phase): Django's multipart parser raised through the view.
+    answer = client_for(*ALL_ROLES).post(
+        "/api/v1/imports/?experiment=1", b'""', content_type="multipart/form-data"
+    )
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["error"]["code"] == "malformed"
+    assert "boundary" in answer.json()["error"]["fields"]["body"][0]
