@@ -75,7 +75,7 @@ class RunDetailOutput(RunOutput):
     engine_env = serializers.JSONField()
     command = serializers.JSONField()
     log_excerpt = serializers.CharField()
-    summary = serializers.JSONField()
+    summary = serializers.JSONField(allow_null=True)  # null until the result is ingested
     prefix_cache = serializers.JSONField()
     result_attempt = serializers.IntegerField(allow_null=True)
 
