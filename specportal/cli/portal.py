@@ -2,7 +2,9 @@
 
 The token comes from ``SPECPORTAL_TOKEN`` only (never a flag: flags end up in CI logs). A write
 carries one ``Idempotency-Key`` for all of its attempts, so a retry after a dropped connection or a
-502/503/504 answers the first result instead of creating a second experiment.
+502/503/504 answers the first result instead of creating a second experiment. A 429 (the portal
+throttles an address after wrong tokens: a shared CI runner can be throttled for another job's
+mistake) is waited out as its ``Retry-After`` says, up to ``MAX_THROTTLE_WAIT`` seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 import httpx
 
 RETRY_STATUSES = frozenset({502, 503, 504})
+# The longest Retry-After worth waiting for in a CI job; a longer one is reported as the 429 it is.
+MAX_THROTTLE_WAIT = 330.0
 
 
 class PortalError(Exception):
@@ -95,12 +99,27 @@ class Portal:
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
+                wait = _throttled_for(response)
+                if wait is not None and attempt < self.attempts:
+                    time.sleep(wait)
+                    continue
                 if response.status_code not in RETRY_STATUSES:
                     return _answer(response)
                 last = f"HTTP {response.status_code}"
             if attempt < self.attempts:
                 time.sleep(min(self.backoff * 2 ** (attempt - 1), 10.0))
         raise PortalUnreachable(f"{self.url} unreachable after {self.attempts} attempts ({last})")
+
+
+def _throttled_for(response: httpx.Response) -> float | None:
+    """Seconds to wait before asking again, for a 429 whose Retry-After is worth waiting for."""
+    if response.status_code != 429:
+        return None
+    try:
+        seconds = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds <= MAX_THROTTLE_WAIT else None
 
 
 def _answer(response: httpx.Response) -> Any:

@@ -422,3 +422,69 @@ def test_a_keep_whose_change_request_the_portal_refuses_says_why_on_one_line(
         "is not valid. (to_configuration: ngram-prod runs this configuration already)"
     )
     assert not ChangeRequest.objects.exists()
+
+
+class ThrottlingServer:
+    """A loopback HTTP server that answers its first request 429 (Retry-After: ``wait``), then
+    200 — as the portal does for an address throttled after wrong tokens."""
+
+    def __init__(self, wait: str) -> None:
+        import http.server
+
+        self.requests: list[tuple[str, str | None]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append((self.path, self.headers.get("Idempotency-Key")))
+                throttled = len(outer.requests) == 1
+                body = (
+                    b'{"error": {"code": "throttled", "message": "slow down"}}'
+                    if throttled
+                    else b'{"id": 7}'
+                )
+                self.send_response(429 if throttled else 201)
+                if throttled:
+                    self.send_header("Retry-After", wait)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_throttled_request_waits_its_retry_after_and_keeps_its_key() -> None:
+    import time
+
+    from specportal.cli.portal import Portal, PortalError
+
+    server = ThrottlingServer("1")
+    try:
+        portal = Portal(server.url, "t", attempts=3)
+        started = time.monotonic()
+        assert portal.request("POST", "/api/v1/experiments/", json={"name": "x"}) == {"id": 7}
+        assert time.monotonic() - started >= 1.0  # waited as told
+        [(_, first), (_, second)] = server.requests
+        assert first == second  # the same write, not a second one
+    finally:
+        server.close()
+    # a Retry-After longer than a CI job should wait is reported as the 429 it is
+    server = ThrottlingServer("3600")
+    try:
+        with pytest.raises(PortalError) as raised:
+            Portal(server.url, "t", attempts=3).request("POST", "/api/v1/experiments/", json={})
+        assert raised.value.status == 429
+        assert len(server.requests) == 1
+    finally:
+        server.close()
