@@ -113,27 +113,8 @@ def _sections(experiment: Experiment) -> list[dict[str, Any]]:
     return out
 
 
-# Run columns the experiment page never shows: the raw /metrics scrapes alone are tens of kB
-# per run, and decoding them for 48 runs was most of the page's time.
-HEAVY_RUN_FIELDS = (
-    "server",
-    "engine_report",
-    "log_excerpt",
-    "prefix_cache",
-    "progress",
-    "command",
-    "engine_env",
-    "acceptance",
-)
-
-
 def _experiment_context(experiment: Experiment) -> dict[str, Any]:
-    runs = list(
-        Run.objects.filter(experiment=experiment)
-        .select_related("arm", "host")
-        .defer(*HEAVY_RUN_FIELDS)
-        .order_by("sequence")
-    )
+    runs = selectors.experiment_page_runs(experiment=experiment)
     arms = _arms(experiment)
     hosts = sorted(experiment.hosts.all(), key=lambda h: h.name)
     verdict = experiment_verdict(experiment)
@@ -287,9 +268,18 @@ def _cell_context(
         )
         entry["values"].append(row)
     workload, _, load = cell.partition("/")
+    # Only what the cell shows: a run's /metrics scrapes and engine report are tens of kB each.
     runs = list(
         Run.objects.filter(experiment=experiment, workload=workload, load=load)
-        .select_related("arm", "host")
+        .select_related("arm")
+        .only(
+            "experiment_id",
+            "arm__label",
+            "arm__position",
+            "repetition",
+            "summary",
+            "prefix_cache_hit_fraction",
+        )
         .order_by("arm__position", "repetition")
     )
     return {
