@@ -314,11 +314,23 @@ PASSING_FAILURES: Final = (
 
 
 def upload_ingest_or_fail(*, upload_id: int) -> Run:
-    """Ingest the upload; if that fails for any reason but a passing one, fail its run with the
-    reason instead, so no run is ever left ``running`` on an upload that cannot land."""
+    """Ingest the upload; if that fails for any reason but a passing one (or for a passing one
+    past ``SPECPORTAL_PENDING_UPLOAD_GIVE_UP_SECONDS``), fail its run with the reason instead,
+    so no run is ever left ``running`` on an upload that cannot land."""
     try:
         return upload_ingest(upload_id=upload_id)
-    except PASSING_FAILURES:
+    except PASSING_FAILURES as exc:
+        # Tried again at the next beat, but not for ever: an upload that keeps failing so long
+        # after it was received fails its run like any other failure.
+        give_up = timedelta(seconds=settings.SPECPORTAL_PENDING_UPLOAD_GIVE_UP_SECONDS)
+        received = ResultUpload.objects.filter(pk=upload_id).values_list("received_at", flat=True)
+        if received and received[0] < timezone.now() - give_up:
+            log.exception("upload %s still not ingested; its run is failed", upload_id)
+            return upload_ingest_failed(
+                upload_id=upload_id,
+                reason=f"still failing {give_up} after it was received: "
+                f"{type(exc).__name__}: {exc}",
+            )
         raise
     except Exception as exc:
         log.exception("upload %s could not be ingested; its run is failed", upload_id)

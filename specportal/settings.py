@@ -341,6 +341,11 @@ SPECPORTAL_STALE_QUEUED_SECONDS = env.int("SPECPORTAL_STALE_QUEUED_SECONDS", def
 # A stored upload not ingested after this long (its message was lost, or the worker failed on it
 # for a passing reason such as a lost database connection) is ingested by the beat's fallback.
 SPECPORTAL_PENDING_UPLOAD_SECONDS = env.int("SPECPORTAL_PENDING_UPLOAD_SECONDS", default=120)
+# An upload whose ingestion keeps failing for a passing reason is tried at every beat; this long
+# after it was received, its run is failed instead (never left running for ever).
+SPECPORTAL_PENDING_UPLOAD_GIVE_UP_SECONDS = env.int(
+    "SPECPORTAL_PENDING_UPLOAD_GIVE_UP_SECONDS", default=6 * 3600
+)
 # The largest result upload an agent may PUT, as sent (gzip'd): 512 MiB holds ~500,000 requests
 # of ~100 chunks. Larger is a 413 before it is read. Its JSON once decompressed is capped too
 # (a gzip bomb costs no more than this to refuse). Uploads are streamed to storage and checked in

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from runs.models import ResultUpload, Run
@@ -354,3 +355,34 @@ def test_the_worker_checks_again_bytes_that_are_not_the_ones_checked_on_receipt(
     assert "unreadable result upload" in run.error
     assert "result.requests.1.index" in run.error
     assert run.requests.count() == 0
+
+
+def test_a_database_failure_is_tried_again_then_given_up_on(
+    setup: Setup,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+    published: list[int],
+) -> None:
+    run = _started(setup, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert put(setup, run, gz(envelope(run.pk, 1))).status_code == 200
+
+    def lost(*, upload_id: int) -> Run:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("runs.services.upload_ingest", lost)
+    upload = ResultUpload.objects.get(run=run)
+    # a passing failure: raised for the next try, the run untouched
+    with pytest.raises(OperationalError):
+        upload_ingest_task(upload.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    # the same failure past the give-up bound fails the run
+    settings.SPECPORTAL_PENDING_UPLOAD_GIVE_UP_SECONDS = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        upload_ingest_task(upload.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "result not ingested: still failing" in run.error
+    assert "server closed the connection" in run.error
