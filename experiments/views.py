@@ -260,6 +260,7 @@ def _cell_context(
             (row["metric"], row["arm"]),
             {
                 "metric": row["metric"],
+                "metric_label": TAIL_METRIC_LABELS.get(row["metric"], row["metric"]),
                 "arm": row["arm"],
                 "colour": colours.get(row["arm"]),
                 "runs": row["runs"],
@@ -317,6 +318,13 @@ def _cell_context(
     }
 
 
+# The tail table's metric names as the figures title them (stored rows keep vLLM's short keys).
+TAIL_METRIC_LABELS = {
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "itl": "chunk gap (ITL)",
+    "e2el": "E2E latency",
+}
 CELL_FIGURES = (
     ("ecdf_ttft", "TTFT"),
     ("ecdf_tpot", "TPOT"),

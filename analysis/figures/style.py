@@ -125,8 +125,17 @@ def base_layout(*, title: str, x_title: str, y_title: str, **extra: Any) -> dict
         "font": {"family": FONT, "size": 12, "color": "#1d2330"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
-        "margin": {"l": 64, "r": 16, "t": 48, "b": 56},
-        "legend": {"orientation": "h", "y": -0.22, "x": 0, "font": {"size": 12}},
+        # The legend sits at the figure's bottom edge, below the x-axis title: placed in plot
+        # fractions (y = -0.22) it overlapped the title in a 360 px figure.
+        "margin": {"l": 64, "r": 16, "t": 48, "b": 92},
+        "legend": {
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "font": {"size": 12},
+        },
         "hoverlabel": {"font": {"family": FONT, "size": 12}},
         "hovermode": "closest",
         "xaxis": {**axis, "title": {"text": x_title}},

@@ -95,7 +95,7 @@ def timeline_figure(requests: Sequence[TimelineRequest], *, title: str = "") -> 
 # --- server gauges ----------------------------------------------------------------------------
 
 GAUGE_PANELS: Final = (
-    ("kv_cache_usage", "KV-cache usage (%)"),
+    ("kv_cache_usage", "KV cache (%)"),  # short: a panel is ~120 px tall
     ("requests", "requests"),
     ("preemptions", "preemptions"),
 )
@@ -199,6 +199,8 @@ def gauges_figure(runs: Sequence[RunGauges], *, title: str = "") -> dict[str, An
         x_title="",
         y_title="",
         height=560,
+        # room under the time axis for a legend of four lines per run
+        margin={"l": 64, "r": 16, "t": 48, "b": 140},
     )
     for key in ("xaxis", "yaxis"):
         layout.pop(key)

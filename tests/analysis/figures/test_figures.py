@@ -260,7 +260,7 @@ def test_gauges_show_kv_usage_in_percent_requests_and_preemptions_since_start() 
     assert by_name["running"]["y"] == [1, 8]
     assert by_name["waiting"]["y"] == [0, 2]
     assert by_name["preemptions"]["y"] == [0, 2]
-    assert fig["layout"]["yaxis"]["title"]["text"] == "KV-cache usage (%)"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "KV cache (%)"
     assert "(s)" in fig["layout"]["xaxis3"]["title"]["text"]
     assert not fig["layout"].get("annotations")
     empty = F.gauges_figure([F.RunGauges(BASE, 1, {})])
