@@ -22,7 +22,7 @@ when nothing was measured.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -331,17 +331,27 @@ def peak_concurrency(done: Sequence[TimedRequest]) -> int:
 # A run's per-chunk samples are pooled into numpy arrays, one request at a time: a list of Python
 # floats costs 32 bytes per chunk (and numpy's own copy 8 more) at the end of a run whose records
 # already hold every chunk time, and the summary's peak memory is the run's.
-def _joined_gaps(times_per_request: Iterable[Sequence[float]]) -> np.ndarray:
-    """Every request's gaps between consecutive times, in one float64 array."""
-    parts = [np.diff(np.asarray(t, dtype=np.float64)) for t in times_per_request if len(t) > 1]
+# Each array is filled in place (no list of parts beside the whole) and its statistics are taken
+# before the next is built, so the summary holds one per-chunk array (and numpy's sort copy) at once.
+def _joined_gaps(
+    requests: Sequence[TimedRequest],
+    times_of: Callable[[TimedRequest], Sequence[float] | None] = lambda r: r.chunk_times,
+) -> np.ndarray:
+    """Every request's gaps between consecutive ``times_of(r)``, in one float64 array."""
+    out = np.empty(sum(len(r.chunk_times) for r in requests), dtype=np.float64)
+    at = 0
+    for r in requests:
+        t = times_of(r)
+        if t is not None and len(t) > 1:
+            out[at : at + len(t) - 1] = np.diff(np.asarray(t, dtype=np.float64))
+            at += len(t) - 1
+    return out[:at]
+
+
+def _joined_counts(counts_per_request: Sequence[Sequence[int]]) -> np.ndarray:
+    """Every request's positive per-chunk token counts, in one float64 array."""
+    parts = [a[a > 0] for c in counts_per_request if len(a := np.asarray(c, dtype=np.float64))]
     return np.concatenate(parts) if parts else np.empty(0)
-
-
-def _joined_counts(counts_per_request: Iterable[Sequence[int]]) -> np.ndarray:
-    """Every request's positive per-chunk token counts, in one array."""
-    arrays = (np.asarray(c, dtype=np.int64) for c in counts_per_request if len(c))
-    parts = [a[a > 0] for a in arrays]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -368,7 +378,6 @@ def summarize(
     ttfts = [v for r in done if (v := ttft(r)) is not None]
     e2els = [v for r in done if (v := e2el(r)) is not None]
     tpots = [v for r in done if (v := tpot(r)) is not None]
-    itls = _joined_gaps(r.chunk_times for r in done)
 
     summary: dict[str, object] = {
         "completed": len(done),
@@ -386,14 +395,14 @@ def summarize(
     if opts.goodput:
         good = sum(1 for r in done if meets_slos(r, opts.goodput))
         summary["request_goodput"] = good / duration if duration > 0 else 0.0
-    for metric, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
-        summary.update(vllm_stats(metric, values, opts.percentiles, opts.method))
+    summary.update(vllm_stats("ttft", ttfts, opts.percentiles, opts.method))
+    summary.update(vllm_stats("tpot", tpots, opts.percentiles, opts.method))
+    summary.update(vllm_stats("itl", _joined_gaps(done), opts.percentiles, opts.method))
+    summary.update(vllm_stats("e2el", e2els, opts.percentiles, opts.method))
 
     # SpecPortal's own keys.
     known_counts = [r for r in done if r.chunk_tokens is not None]
     content_ttfts = [v for r in known_counts if (v := content_ttft(r)) is not None]
-    content_itls = _joined_gaps(content_chunk_times(r) or () for r in known_counts)
-    per_chunk = _joined_counts(r.chunk_tokens or () for r in known_counts)
     intervals = [iv for r in known_counts if (iv := decode_interval(r)) is not None]
     decode_time = sum(t for t, _ in intervals)
     decode_tokens = sum(n for _, n in intervals)
@@ -403,8 +412,12 @@ def summarize(
     summary["requests_sent"] = len(requests)
     summary["tokens_per_chunk_known_fraction"] = len(known_counts) / len(done) if done else None
     summary.update(own_stats("content_ttft_ms", content_ttfts, opts.percentiles, 1000, opts.method))
+    content_itls = _joined_gaps(known_counts, content_chunk_times)
     summary.update(own_stats("content_itl_ms", content_itls, opts.percentiles, 1000, opts.method))
+    del content_itls
+    per_chunk = _joined_counts([r.chunk_tokens or () for r in known_counts])
     summary.update(own_stats("tokens_per_chunk", per_chunk, opts.percentiles, 1, opts.method))
+    del per_chunk
     summary["amortized_decode_ms_per_token"] = (
         decode_time / decode_tokens * 1000 if decode_tokens else None
     )
