@@ -29,6 +29,7 @@ from runs.selectors import run_list
 from specportal.api.idempotency import idempotent
 from specportal.api.input import NameField, refuse_unknown_fields
 from specportal.api.query import Choice, query_clean
+from specportal.api.schema import errors
 from specportal.protocol import limits
 
 VERDICT_SUMMARY = inline_serializer(
@@ -401,6 +402,7 @@ class ObjectivesValidateApi(APIView):
             {"objectives": serializers.JSONField(), "sha256": serializers.CharField()},
         ),
     )
+    @errors(without=(409,))  # a check of the posted document only: no state, no conflict
     def post(self, request: Request) -> Response:
         refuse_unknown_fields(request.data, ("objectives", "loads", "workloads"))
         data = self.ObjectivesValidateInput(data=request.data)

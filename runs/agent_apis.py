@@ -168,7 +168,7 @@ class AgentHeartbeatApi(_AgentApi):
         ),
     )
     # Agents of a newer version may send keys this portal does not know yet: ignored.
-    @errors(open_body=True)
+    @errors(without=(409,), open_body=True)  # a report, never refused for a run's state
     def post(self, request: Request) -> Response:
         data = self.AgentHeartbeatInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -113,3 +113,23 @@ def test_a_multipart_import_without_a_boundary_is_a_400_not_a_500(setup: Setup) 
     assert answer.status_code == 400, answer.content
     assert answer.json()["error"]["code"] == "malformed"
     assert "boundary" in answer.json()["error"]["fields"]["body"][0]
+
+
+def test_every_operation_documents_its_errors_in_the_one_shape() -> None:
+    schema = SchemaGenerator().get_schema(request=None, public=True)  # type: ignore[no-untyped-call]
+    paths = schema["paths"]
+    error = {"$ref": "#/components/schemas/Error"}
+    for item in paths.values():
+        for operation in item.values():
+            for status in ("401", "403", "429"):
+                content = operation["responses"][status]["content"]
+                assert content == {"application/json": {"schema": error}}
+    run = paths["/api/v1/runs/{run_id}/"]["get"]["responses"]
+    assert set(run) == {"200", "401", "403", "404", "429"}
+    created = paths["/api/v1/experiments/"]["post"]["responses"]
+    assert {"201", "400", "409", "413", "415"} <= set(created)
+    assert "409" not in paths["/api/v1/objectives/validate/"]["post"]["responses"]
+    assert "404" in paths["/api/v1/imports/"]["post"]["responses"]
+    hosts = {p["name"]: p["schema"] for p in paths["/api/v1/hosts/"]["get"]["parameters"]}
+    assert hosts["mode"]["enum"] == ["managed", "endpoint"]
+    assert hosts["emulated"]["type"] == "boolean"
