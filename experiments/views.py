@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 
 from accounts import roles
 from accounts.selectors import user_has_role
-from analysis.figures import TAIL_STATISTICS, arm_colour, rows_to_csv
+from analysis.figures import ECDF_METRICS, TAIL_STATISTICS, arm_colour, rows_to_csv
 from analysis.prefixcache import PREFIX_CACHE_TOLERANCE
 from configurations.models import FrozenConfiguration
 from experiments import compare as comparing
@@ -242,6 +242,28 @@ def cell_fragment(request: HttpRequest, experiment_id: int, section: str) -> Htt
     )
 
 
+def _tail_table(rows: list[dict[str, Any]], colours: dict[str, str]) -> list[dict[str, Any]]:
+    """Tail rows (one per metric, statistic and arm) as a table of one line per metric and arm,
+    its statistics side by side in ``TAIL_STATISTICS`` order."""
+    table: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        if row["metric"] not in TAIL_METRIC_LABELS:
+            continue
+        entry = table.setdefault(
+            (row["metric"], row["arm"]),
+            {
+                "metric": row["metric"],
+                "metric_label": TAIL_METRIC_LABELS[row["metric"]],
+                "arm": row["arm"],
+                "colour": colours.get(row["arm"]),
+                "runs": row["runs"],
+                "values": [],
+            },
+        )
+        entry["values"].append(row)
+    return list(table.values())
+
+
 def _cell_context(
     experiment: Experiment, cell: str, section: ExperimentFigures | None
 ) -> dict[str, Any]:
@@ -254,20 +276,6 @@ def _cell_context(
     )
     tail = section.tail if section is not None else []
     colours = {a.label: arm_colour(a.position) for a in arms}
-    table: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in tail:
-        entry = table.setdefault(
-            (row["metric"], row["arm"]),
-            {
-                "metric": row["metric"],
-                "metric_label": TAIL_METRIC_LABELS.get(row["metric"], row["metric"]),
-                "arm": row["arm"],
-                "colour": colours.get(row["arm"]),
-                "runs": row["runs"],
-                "values": [],
-            },
-        )
-        entry["values"].append(row)
     workload, _, load = cell.partition("/")
     # Only what the cell shows: a run's /metrics scrapes and engine report are tens of kB each.
     runs = list(
@@ -288,7 +296,7 @@ def _cell_context(
         "section": section,
         "section_name": f"cell:{cell}",
         "cell": cell,
-        "tail_table": list(table.values()),
+        "tail_table": _tail_table(tail, colours),
         "tail_statistics": TAIL_STATISTICS,
         "prefix_cache": selectors.prefix_cache_blocks(
             {(r.repetition, r.arm.label): r.prefix_cache_hit_fraction for r in runs if r.summary},
@@ -319,12 +327,7 @@ def _cell_context(
 
 
 # The tail table's metric names as the figures title them (stored rows keep vLLM's short keys).
-TAIL_METRIC_LABELS = {
-    "ttft": "TTFT",
-    "tpot": "TPOT",
-    "itl": "chunk gap (ITL)",
-    "e2el": "E2E latency",
-}
+TAIL_METRIC_LABELS = {metric: names[0] for metric, names in ECDF_METRICS.items()}
 CELL_FIGURES = (
     ("ecdf_ttft", "TTFT"),
     ("ecdf_tpot", "TPOT"),
@@ -382,6 +385,10 @@ def compare_page(request: HttpRequest) -> HttpResponse:
     picked = comparing.parse_picks(request.GET.getlist("run"), request.GET.getlist("arm"))
     context = comparing.compare_context(picked)
     context["choices"] = comparing.choices()
+    context["tail_table"] = _tail_table(
+        context["tail"], {item["pick"].label: item["colour"] for item in context.get("items", [])}
+    )
+    context["tail_statistics"] = TAIL_STATISTICS
     return render(request, "experiments/compare.html", context)
 
 
