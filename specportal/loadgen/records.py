@@ -55,8 +55,13 @@ class RequestRecord:
     timestamp_source: str | None = None  # "socket" (protocol-level stamps) or "read"
 
     def set_text(self, text: str) -> None:
-        self.text = text
-        self.text_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        # The hash is of the text as the engine sent it (arms are compared by it); the stored
+        # text replaces what PostgreSQL cannot hold (NUL, lone surrogates) with U+FFFD.
+        # (Imported here: specportal.protocol imports this module.)
+        from specportal.protocol.checks import storable_text
+
+        self.text_sha256 = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        self.text = storable_text(text)
 
     @property
     def send_lateness(self) -> float | None:

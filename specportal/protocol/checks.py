@@ -38,6 +38,14 @@ def bad_text(value: str) -> str | None:
     return None
 
 
+def storable_text(value: str) -> str:
+    """``value`` with NUL and lone surrogates replaced by U+FFFD: for text a client records as it
+    came (a model may emit either), so that one odd character never costs a measured run."""
+    if bad_text(value) is None:
+        return value
+    return _SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
+
+
 def shown_key(key: str) -> str:
     """A key as it can appear in an error's path: escaped, at most 80 characters."""
     return key.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\u0000")[:80]

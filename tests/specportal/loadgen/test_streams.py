@@ -305,3 +305,23 @@ def test_chunks_are_stamped_at_the_socket_read() -> None:
     assert r.timestamp_source == "socket"
     for seen, written in zip(r.chunk_times, served.writes, strict=True):
         assert seen - r.sent >= written - served.arrived  # still never before the write
+
+
+def test_text_with_a_nul_or_a_lone_surrogate_is_kept_storable_and_hashed_as_sent() -> None:
+    # A model may emit U+0000 or a lone surrogate escape; PostgreSQL's jsonb holds neither, and
+    # the portal refuses an upload that carries one: the record keeps a storable copy.
+    import hashlib
+
+    from specportal.protocol.checks import bad_text
+
+    for sent in ("a\x00b", "a\ud800b"):
+        record = RequestRecord(index=0, request_id="r0")
+        record.set_text(sent)
+        assert record.text == "a\ufffdb"
+        assert bad_text(record.text) is None
+        assert (
+            record.text_sha256 == hashlib.sha256(sent.encode("utf-8", "surrogatepass")).hexdigest()
+        )
+    plain = RequestRecord(index=1, request_id="r1")
+    plain.set_text("héllo")
+    assert plain.text == "héllo"
