@@ -319,6 +319,7 @@ def _cell_context(
             if r.summary
         ],
         "per_run_keys": PER_RUN_KEYS,
+        "per_run_columns": [(k, PER_RUN_HEADERS[k]) for k in PER_RUN_KEYS],
         "verdict": cell_verdict(view, cell),
         "runs": runs,
         "figure_names": CELL_FIGURES,
@@ -365,6 +366,18 @@ def cell_page(request: HttpRequest, experiment_id: int, cell: str) -> HttpRespon
     return render(request, "experiments/cell.html", context)
 
 
+# The per-run table's headers: the summary key's meaning and unit (the key is the title text).
+PER_RUN_HEADERS = {
+    "p50_ttft_ms": "p50 TTFT (ms)",
+    "p99_ttft_ms": "p99 TTFT (ms)",
+    "median_tpot_ms": "median TPOT (ms)",
+    "p99_tpot_ms": "p99 TPOT (ms)",
+    "p99_itl_ms": "p99 chunk gap (ms)",
+    "p99_e2el_ms": "p99 E2E (ms)",
+    "output_throughput": "output (tokens/s)",
+    "slo_attainment": "SLO attainment",
+    "mean_tokens_per_chunk": "tokens per chunk",
+}
 PER_RUN_KEYS = (
     "p50_ttft_ms",
     "p99_ttft_ms",
