@@ -1489,16 +1489,17 @@ class _Engine:
             def up_to(who: str, level: str | None) -> str:
                 return f"{who} up to {level}" if level else f"{who} at no tested load level"
 
-            reason = (
-                f"every absolute objective ({objectives_text}) passes for {up_to(arm, cand_max)}"
-                f" and for {up_to('the baseline', base_max)}"
-                + (
-                    ": the candidate lowers the ceiling"
-                    if lowered
-                    else ""
-                    if lowered is False
-                    else ": whether the ceiling moved cannot be said at the family's level"
-                )
+            ceilings = (
+                f"for neither {arm} nor the baseline at any tested load level"
+                if cand_max is None and base_max is None
+                else f"for {up_to(arm, cand_max)} and for {up_to('the baseline', base_max)}"
+            )
+            reason = f"every absolute objective ({objectives_text}) passes {ceilings}" + (
+                ": the candidate lowers the ceiling"
+                if lowered
+                else ""
+                if lowered is False
+                else ": whether the ceiling moved cannot be said at the family's level"
             )
             out["workloads"][workload] = {
                 "max_load": cand_max,
