@@ -141,11 +141,20 @@ def experiment(
                             host="gpu-1",
                         )
                     )
+    arms = {"baseline": "vllm-baseline", "candidate": "vllm-baseline"}
+    return _input(arms, runs, objectives, workloads, loads)
+
+
+def _input(
+    arms: Mapping[str, str],
+    runs: Sequence[RunInput],
+    objectives: Mapping[str, Any],
+    workloads: Sequence[str],
+    loads: Sequence[LoadInput],
+) -> ExperimentInput:
+    """The verdict's input: ``arms`` maps each label to its example configuration."""
     return ExperimentInput(
-        arms=[
-            ArmInput("baseline", _config("vllm-baseline")),
-            ArmInput("candidate", _config("vllm-baseline")),
-        ],
+        arms=[ArmInput(label, _config(name)) for label, name in arms.items()],
         workloads=list(workloads),
         loads=list(loads),
         objectives=objectives,
@@ -264,18 +273,8 @@ def check_speed(repeats: int) -> float:
                             requests=records,
                         )
                     )
-    data = ExperimentInput(
-        arms=[
-            ArmInput("baseline", _config("vllm-baseline")),
-            ArmInput("eagle3", _config("vllm-eagle3-schedule")),
-            ArmInput("ngram", _config("vllm-ngram")),
-        ],
-        workloads=list(WORKLOADS),
-        loads=list(LOADS),
-        objectives=objectives,
-        objectives_sha256=objectives_hash(objectives),
-        runs=runs,
-    )
+    arms = {"baseline": "vllm-baseline", "eagle3": "vllm-eagle3-schedule", "ngram": "vllm-ngram"}
+    data = _input(arms, runs, objectives, WORKLOADS, LOADS)
     best = math.inf
     for _ in range(repeats):
         started = time.perf_counter()
