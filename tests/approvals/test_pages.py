@@ -30,6 +30,7 @@ from tests.experiments.test_pages import (
     WORKLOAD,
     Watch,
     browser,
+    login,
     site,
 )
 from tests.fixtures import OBJECTIVES, Setup
@@ -41,14 +42,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(
 
 
 def _login(browser: Browser, url: str, username: str) -> tuple[Page, Watch]:
-    page = browser.new_page(viewport={"width": 1360, "height": 1000})
-    watch = Watch(page, url)
-    page.goto(f"{url}/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_selector("header.site nav")
-    return page, watch
+    return login(browser, url, username, height=1000)
 
 
 def _shot(page: Page, name: str) -> None:

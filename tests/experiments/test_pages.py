@@ -156,8 +156,9 @@ class Watch:
         self.errors.clear()
 
 
-def _login(browser: Browser, url: str, username: str) -> tuple[Page, Watch]:
-    page = browser.new_page(viewport={"width": 1360, "height": 900})
+def login(browser: Browser, url: str, username: str, *, height: int = 900) -> tuple[Page, Watch]:
+    """A new page logged in as ``username`` (the walks' shared password), watched for errors."""
+    page = browser.new_page(viewport={"width": 1360, "height": height})
     watch = Watch(page, url)
     page.goto(f"{url}/")
     page.fill("input[name=username]", username)
@@ -210,7 +211,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     }
 
     # --- a viewer: home, list, experiment page (verdict first), cells, runs, compare -----------
-    page, watch = _login(browser, url, "victor")
+    page, watch = login(browser, url, "victor")
     assert page.locator("#home-finished tr[data-experiment]").count() == 1
     assert "gpu-a" in page.inner_text("#home-hosts")
     assert page.locator("#home-new-experiment, #nav-new-experiment").count() == 0  # no writes
@@ -399,7 +400,7 @@ def test_pages_as_a_viewer_and_an_experimenter_would_use_them(
     page.close()
 
     # --- an experimenter: a bad objective, then a valid experiment, watched live ---------------
-    page, watch = _login(browser, url, "alice")
+    page, watch = login(browser, url, "alice")
     page.click("#nav-new-experiment")
     page.wait_for_selector("#objectives-status:has-text('valid')")
     page.fill("input[name=name]", "live check")
