@@ -104,21 +104,6 @@ def make_upload(requests: int, chunks: int, tokens: int) -> bytes:
     return gzip.compress(json.dumps(envelope, separators=(",", ":")).encode(), compresslevel=5)
 
 
-def _create_database_if_missing(connection: Any) -> None:
-    """A scratch database of its own: create it (through the server's ``postgres`` database)."""
-    import psycopg
-    from psycopg import sql
-
-    params = connection.get_connection_params()
-    name = params.pop("dbname")
-    try:
-        psycopg.connect(dbname=name, **params).close()
-    except psycopg.OperationalError:
-        with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        print(f"created database {name}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -132,7 +117,7 @@ def main() -> int:
     import django
 
     django.setup()
-    from django.core.management import call_command
+    import portal_db
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -143,11 +128,8 @@ def main() -> int:
     from runs.envelope_stream import check_stream
     from runs.models import RequestRecord, ResultUpload, Run
 
-    if connection.vendor != "postgresql":
-        print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
+    if not portal_db.prepare():
         return 2
-    _create_database_if_missing(connection)
-    call_command("migrate", interactive=False, verbosity=0)
 
     t = time.perf_counter()
     # The generated upload is cached: building it takes longer than ingesting it.

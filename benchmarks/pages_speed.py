@@ -172,20 +172,6 @@ def _precompute(experiment_id: int) -> float:
     return time.perf_counter() - t
 
 
-def _create_database_if_missing(connection: Any) -> None:
-    """A scratch database of its own (as ``ingest_copy.py`` does)."""
-    import psycopg
-    from psycopg import sql
-
-    params = connection.get_connection_params()
-    name = params.pop("dbname")
-    try:
-        psycopg.connect(dbname=name, **params).close()
-    except psycopg.OperationalError:
-        with psycopg.connect(dbname="postgres", autocommit=True, **params) as admin:
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
 def _timed(client: Any, url: str, repeat: int, **headers: str) -> tuple[float, Any]:
     client.get(url, **headers)  # warm
     times, response = [], None
@@ -256,18 +242,14 @@ def main() -> int:
     import django
 
     django.setup()
+    import portal_db
     from django.conf import settings
-    from django.core.management import call_command
-    from django.db import connection
     from django.test import Client
 
     from accounts.services import user_create_or_update
 
-    if connection.vendor != "postgresql":
-        print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
+    if not portal_db.prepare():
         return 2
-    _create_database_if_missing(connection)
-    call_command("migrate", interactive=False, verbosity=0)
     settings.ALLOWED_HOSTS = ["*"]
     print(f"load average: {os.getloadavg()}")
     user = user_create_or_update(username="bench-viewer", password=None, role_names=["viewer"])

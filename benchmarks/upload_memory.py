@@ -72,21 +72,17 @@ def main() -> int:
 
     django.setup()
     import httpx
-    from django.core.management import call_command
-    from django.db import connection
+    import portal_db
     from django.utils import timezone
-    from ingest_copy import _create_database_if_missing, make_upload
+    from ingest_copy import make_upload
 
     from configurations.services import configuration_create
     from experiments.models import Arm, Experiment
     from hosts.services import host_register, host_token_issue
     from runs.models import Run
 
-    if connection.vendor != "postgresql":
-        print("set DATABASE_URL to a PostgreSQL database", file=sys.stderr)
+    if not portal_db.prepare():
         return 2
-    _create_database_if_missing(connection)
-    call_command("migrate", interactive=False, verbosity=0)
 
     upload = args.upload or ROOT / "var" / f"bench-upload-{args.requests}.json.gz"
     if not upload.exists():
