@@ -53,6 +53,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles, so its runserver (static files served the same, TCP_NODELAY on) wins.
+    "specportal.devserver",
     "django.contrib.staticfiles",
     # Failed logins counted per account and per address (accounts.backends).
     "axes",

@@ -9,6 +9,9 @@ import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.test import override_settings
+from django.test.testcases import LiveServerThread
+
+from specportal.devserver import NoDelayThreadedWSGIServer
 
 if TYPE_CHECKING:
     from tests.harness import Process
@@ -26,6 +29,11 @@ SUITE_THROTTLE_ENV = {
 }
 for _name, _value in SUITE_THROTTLE_ENV.items():
     os.environ.setdefault(_name, _value)
+
+
+# The live server answers without the 40 ms Nagle stall of Django's server (specportal.devserver):
+# every test that talks to it over HTTP (agents, browsers, the fuzzer) waited on it per request.
+LiveServerThread.server_class = NoDelayThreadedWSGIServer  # type: ignore[attr-defined]  # not in the stubs
 
 
 @pytest.fixture(autouse=True, scope="session")
