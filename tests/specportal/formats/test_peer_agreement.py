@@ -112,7 +112,11 @@ def test_aiperf_agrees_with_specportal(emulator: peers.Emulator, tmp_path: Path)
          "--concurrency", str(CONCURRENCY), "--request-count", str(REQUESTS),
          "--warmup-request-count", str(CONCURRENCY), "--synthetic-input-tokens-mean", "64",
          "--output-tokens-mean", str(OUTPUT_TOKENS), "--extra-inputs", "ignore_eos:true",
-         "--artifact-dir", str(artifacts), "--ui-type", "none"],
+         "--artifact-dir", str(artifacts), "--ui-type", "none",
+         # Only the client's timings are compared. AIPerf's optional collectors (the server's
+         # /metrics, GPU telemetry) are services of their own; on a loaded machine one missed its
+         # heartbeats and AIPerf exited 1 ("DEGRADED"), its client figures complete.
+         "--no-server-metrics", "--no-gpu-telemetry"],
         env={**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1"},
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
