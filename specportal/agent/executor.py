@@ -297,6 +297,7 @@ class Executor:
         """Run one attempt; returns the outcome uploaded (or ``"skipped"`` on a lost claim).
 
         Holds the heartbeat's ``run_lock`` from claim to upload: no inventory probe meanwhile."""
+        self.stall.hold_claims()
         if not self.heartbeat.run_lock.acquire(blocking=False):
             log.info("run %s attempt %s waits for the inventory probes to end", run_id, attempt)
             self.heartbeat.run_lock.acquire()

@@ -22,7 +22,9 @@ six hours of request timeout) is a stuck run.
   (the portal stores it as the run's error), kills the agent's child processes (the engine's whole
   group, the load generator's helpers), and executes the agent again in the same process: a fresh
   agent with nothing wedged takes the host's next run. If that exec fails the process exits (a
-  supervisor restarts it); the engine's lifeline sees the agent go either way.
+  supervisor restarts it); the engine's lifeline sees the agent go either way;
+* until then no run is claimed (``hold_claims``): the stuck run's thread comes loose when its
+  engine is killed, and a run it claimed before the exec would be cut off mid-measurement.
 
 Django-free, like the rest of the agent.
 """
@@ -91,6 +93,12 @@ class StallWatchdog:
         self._last = 0.0
         self._what = ""
         self._fired = False
+        # Clear while a recovery is under way. The stuck run's thread comes loose when the
+        # recovery kills its engine and helpers, seconds before the agent executes itself again:
+        # a run it claimed in between would die with this process mid-measurement, its lease
+        # lapsing into a second attempt (``hold_claims``).
+        self._not_recovering = threading.Event()
+        self._not_recovering.set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="agent-stall-watchdog", daemon=True)
 
@@ -144,8 +152,22 @@ class StallWatchdog:
                 return None
             self._fired = True
         log.error("run %s attempt %s is stuck: %s", stall.run_id, stall.attempt, stall.reason)
-        self._on_stall(stall)
+        self._not_recovering.clear()
+        try:
+            self._on_stall(stall)  # a real recovery does not return: the agent starts afresh
+        finally:
+            self._not_recovering.set()
         return stall
+
+    def hold_claims(self) -> bool:
+        """Wait while a recovery is under way (True if one was); call before claiming a run.
+
+        A run left unclaimed stays queued, and the portal publishes it again to the fresh agent."""
+        if self._not_recovering.is_set():
+            return False
+        log.info("a stall recovery is under way: no run is claimed before the agent starts afresh")
+        self._not_recovering.wait()
+        return True
 
     def _loop(self) -> None:
         period = min(1.0, self.bound / 4)

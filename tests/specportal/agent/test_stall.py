@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -55,6 +56,35 @@ def test_a_run_is_stuck_after_bound_seconds_without_a_mark_and_recovered_once() 
     off.watch(8, 1)
     clock.now += 10**6
     assert off.check() is None
+
+
+def test_no_run_is_claimed_while_a_recovery_is_under_way() -> None:
+    # given a stuck run whose recovery is under way (killing children, before the agent's exec)
+    clock, entered, release = Clock(), threading.Event(), threading.Event()
+
+    def recovering(stall: Stall) -> None:
+        entered.set()
+        release.wait(10)
+
+    watchdog = StallWatchdog(1, recovering, clock=clock)
+    assert watchdog.hold_claims() is False  # nothing to wait for
+    watchdog.watch(3, 1)
+    clock.now += 2
+    recovery = threading.Thread(target=watchdog.check)
+    recovery.start()
+    assert entered.wait(5)
+    # when the executor, its run come loose, goes to claim the next one
+    held: list[bool] = []
+    claimer = threading.Thread(target=lambda: held.append(watchdog.hold_claims()))
+    claimer.start()
+    # then it waits while the recovery lasts (a real one ends in the agent's exec)
+    claimer.join(0.5)
+    assert claimer.is_alive()
+    release.set()
+    claimer.join(5)
+    recovery.join(5)
+    assert held == [True]
+    assert watchdog.hold_claims() is False
 
 
 @pytest.fixture
