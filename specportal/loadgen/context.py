@@ -43,9 +43,17 @@ class RunContext:
             self.alive()
 
 
-@dataclass
+@dataclass(repr=False)
 class Outcome:
-    """What dispatching measured, before the summary is computed."""
+    """What dispatching measured, before the summary is computed.
+
+    Its repr is a line of counts, not every record: ``asyncio.run`` builds the repr of the task
+    that returns an outcome (restoring Ctrl-C's handler, ``signal.signal`` tries the handler it
+    replaced as an enum member, and the failed lookup's message holds the repr of the handler,
+    which holds the task and its result). With the dataclass repr that was every chunk time of
+    the run as text, several MB for a moment at the end of each run: at 64 streams × 1,024 paced
+    chunks, 72 of the 188 bytes of peak resident memory per chunk.
+    """
 
     records: list[RequestRecord]
     warmups: list[RequestRecord]
@@ -55,3 +63,10 @@ class Outcome:
     end: float
     lags: list[float]
     health: dict[str, Any] = field(default_factory=dict)  # extra client-health figures
+
+    def __repr__(self) -> str:
+        return (
+            f"Outcome({len(self.records)} records, {len(self.warmups)} warmups, "
+            f"stop_reason={self.stop_reason!r}, aborted={self.aborted!r}, "
+            f"span {self.end - self.t0:.3f} s)"
+        )
