@@ -2,9 +2,10 @@
 
 aiohttp on the streaming path (``benchmarks/loadgen_http_clients.py`` measured httpx at 3–5× the
 CPU per network read and half the chunks/s at 128 streams on this machine); httpx stays the
-client for control calls (preflight, ``/metrics``). While a response streams, the loop only stamps
-``time.perf_counter()`` after each read and keeps the bytes; events are split and parsed once the
-response is over (``sse.split_events``, ``endpoints.parse_stream``).
+client for control calls (preflight, ``/metrics``). While a response streams, the loop keeps the
+bytes and the times of the reads (``perf_counter()`` of each socket read, stamped by the
+connection's protocol, or after each read where it cannot stamp); events are split and parsed once
+the response is over (``sse.split_events``, ``endpoints.parse_stream``).
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ class RawStream:
 
     The body's bytes go into ``stage`` as they come (one buffer, not an object per read) and are
     deflated from there every ``STAGE_BYTES`` (``pack``; ``close`` at the end of the body);
-    ``data`` gives them back whole. ``times`` holds the ``perf_counter()`` after each read and
-    ``ends`` the body offset just past that read's bytes; ``socket_times``/``socket_ends`` are the
-    protocol's stamps of the socket reads (see ``SocketStampingHandler``), None when the
-    connection's protocol could not stamp. Buffers and arrays of numbers hold no Python objects,
-    so the garbage collector has nothing to walk here however long the run.
+    ``data`` gives them back whole. When the connection's protocol stamps its socket reads
+    (``SocketStampingHandler``), ``socket_times``/``socket_ends`` are those stamps (the
+    ``perf_counter()`` of each socket read and the body offset just past its bytes) and nothing
+    is stamped per read. Otherwise ``times`` holds the ``perf_counter()`` after each read and
+    ``ends`` the body offset just past that read's bytes. Buffers and arrays of numbers hold no
+    Python objects, so the garbage collector has nothing to walk here however long the run.
     """
 
     __slots__ = ("_packed", "_z", "ends", "socket_ends", "socket_times", "stage", "times")
@@ -96,18 +98,17 @@ class RawStream:
         self.close()
         return zlib.decompress(self._packed, -_WBITS)
 
-    def arrival_times(self) -> tuple[np.ndarray, str]:
-        """Each read's arrival: the socket read that delivered its last byte, else the read."""
+    def arrivals(self) -> tuple[np.ndarray, np.ndarray, str]:
+        """``(times, ends, source)`` of the reads that delivered the body: the socket reads when
+        the protocol stamped them (``"socket"``), else the reads as the coroutine resumed."""
+        if self.socket_times is not None and self.socket_ends:
+            return (
+                np.frombuffer(self.socket_times, dtype=np.float64),
+                np.frombuffer(self.socket_ends, dtype=np.int64),
+                "socket",
+            )
         times = np.frombuffer(self.times, dtype=np.float64)
-        if not self.socket_ends or self.socket_times is None:
-            return times, "read"
-        stamp_ends = np.frombuffer(self.socket_ends, dtype=np.int64)
-        stamp_times = np.frombuffer(self.socket_times, dtype=np.float64)
-        i = np.searchsorted(stamp_ends, np.frombuffer(self.ends, dtype=np.int64), side="left")
-        found = i < len(stamp_ends)
-        out = times.copy()
-        out[found] = np.minimum(stamp_times[i[found]], times[found])
-        return out, "socket"
+        return times, np.frombuffer(self.ends, dtype=np.int64), "read"
 
 
 async def _post(
@@ -179,11 +180,34 @@ async def stream_request(
                 and protocol.stamped_payload is resp.content
             ):
                 # This body's arrays: the protocol starts new ones for the next body.
-                raw.socket_times = protocol.stamp_times
-                raw.socket_ends = protocol.stamp_ends
+                raw.socket_times = stamps = protocol.stamp_times
+                raw.socket_ends = offsets = protocol.stamp_ends
             else:
                 protocol = None
             readany = resp.content.readany
+            if protocol is not None:
+                # The protocol stamps each socket read: a second stamp per read here would only
+                # cost 16 bytes of every chunk of the run.
+                while True:
+                    data = await readany()
+                    if not data:
+                        break
+                    stage += data
+                    total += len(data)
+                    if len(stage) >= STAGE_BYTES:
+                        pack()
+                end = perf()
+                if total and (not offsets or offsets[-1] < total):
+                    # Bytes the parser released after the last stamped read: now is their time.
+                    stamps.append(end)
+                    offsets.append(total)
+                if protocol.stamped_payload is resp.content:
+                    # The body is over: its stamps live on in ``raw`` alone, not also in an idle
+                    # pooled connection's protocol until that connection's next body.
+                    protocol.release_stamps()
+                if stamps:
+                    record.done_time = stamps[-1] - t0
+                return
             while True:
                 data = await readany()
                 if not data:
@@ -194,10 +218,6 @@ async def stream_request(
                 ends.append(total)
                 if len(stage) >= STAGE_BYTES:
                     pack()
-            if protocol is not None and protocol.stamped_payload is resp.content:
-                # The body is over: its stamps live on in ``raw`` alone, not also in an idle
-                # pooled connection's protocol until that connection's next body (or the run's end).
-                protocol.release_stamps()
             if times:
                 record.done_time = times[-1] - t0
     except asyncio.CancelledError:
@@ -226,13 +246,14 @@ async def stream_request(
 
 def finish_record(record: RequestRecord, kind: EndpointKind, raw: RawStream, t0: float) -> None:
     """Split and parse the raw stream into the record's chunks, tokens, usage and outcome."""
-    times, record.timestamp_source = raw.arrival_times()
-    record.read_count = len(raw.ends)
+    times, ends, record.timestamp_source = raw.arrivals()
+    # Reads that delivered body bytes (a socket read can carry the headers alone).
+    record.read_count = int(np.count_nonzero(np.diff(ends, prepend=0)))
     if len(times):
         record.done_time = float(times[-1]) - t0
     if record.error_kind == "http_status":
         return
-    events, tail = split_events(times - t0, raw.data, raw.ends)
+    events, tail = split_events(times - t0, raw.data, ends)
     parsed = parse_stream(kind, events)
     record.chunk_times = parsed.chunk_times
     record.chunk_tokens = parsed.chunk_tokens

@@ -25,7 +25,7 @@ Event = tuple[float, bytes]
 
 
 def split_events(
-    times: Sequence[float] | np.ndarray, data: bytes | bytearray, ends: Sequence[int]
+    times: Sequence[float] | np.ndarray, data: bytes | bytearray, ends: Sequence[int] | np.ndarray
 ) -> tuple[list[Event], bytes]:
     """``(events with data, unterminated tail)``; events without ``data:`` lines are dropped.
 

@@ -285,15 +285,14 @@ def test_without_chunk_token_options_counts_are_unknown_not_guessed() -> None:
     assert r.output_tokens == 2
 
 
-def test_reads_take_the_socket_stamp_that_delivered_their_last_byte() -> None:
-    raw = RawStream.of([10.0, 20.0, 30.0], [b"abc", b"defgh", b"ij"])
-    # (5.0, 2), (8.0, 3), (15.0, 8): the last read's bytes have no stamp.
+def test_the_socket_stamps_are_the_reads_when_the_protocol_stamped() -> None:
+    raw = RawStream()
     raw.socket_times = array("d", [5.0, 8.0, 15.0])
-    raw.socket_ends = array("q", [2, 3, 8])
-    times, source = raw.arrival_times()
-    assert (times.tolist(), source) == ([8.0, 15.0, 30.0], "socket")
-    times, source = RawStream.of([1.0], [b"x"]).arrival_times()
-    assert (times.tolist(), source) == ([1.0], "read")
+    raw.socket_ends = array("q", [0, 3, 8])  # the first socket read held the headers alone
+    times, ends, source = raw.arrivals()
+    assert (times.tolist(), ends.tolist(), source) == ([5.0, 8.0, 15.0], [0, 3, 8], "socket")
+    times, ends, source = RawStream.of([1.0, 2.0], [b"x", b"yz"]).arrivals()
+    assert (times.tolist(), ends.tolist(), source) == ([1.0, 2.0], [1, 3], "read")
 
 
 def test_chunks_are_stamped_at_the_socket_read() -> None:
@@ -305,6 +304,32 @@ def test_chunks_are_stamped_at_the_socket_read() -> None:
     assert r.timestamp_source == "socket"
     for seen, written in zip(r.chunk_times, served.writes, strict=True):
         assert seen - r.sent >= written - served.arrived  # still never before the write
+
+
+def test_chunks_are_stamped_at_each_read_where_the_protocol_cannot_stamp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given an aiohttp whose connector the client cannot give its stamping protocol
+    from specportal.loadgen import connections
+
+    monkeypatch.setattr(connections, "install_socket_stamps", lambda connector: False)
+    whole = _chunk(" b", 2)
+    steps: list[Step] = [
+        Write(0.0, _chunk(" a", 1)),
+        Write(0.03, whole[:20]),
+        Write(0.09, whole[20:] + _chunk(" c", 3, "stop") + DONE),
+    ]
+    with ScriptedServer(lambda p, b: steps) as server:
+        [r] = _run(server, "openai-completions")
+        served = server.served[0]
+    # then the reads are stamped as the coroutine resumes, and still never before the write
+    assert r.success
+    assert r.timestamp_source == "read"
+    assert r.text == " a b c"
+    assert r.read_count >= 2
+    assert r.chunk_times[1] - r.sent >= served.writes[2] - served.arrived
+    assert r.done_time is not None
+    assert r.done_time >= r.chunk_times[-1]
 
 
 def test_text_with_a_nul_or_a_lone_surrogate_is_kept_storable_and_hashed_as_sent() -> None:
