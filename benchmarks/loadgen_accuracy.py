@@ -17,7 +17,9 @@ Targets (issue 4, quiet machine): p50 ≤ 0.5 ms, p90 ≤ 1 ms, p99 ≤ 2 ms for
 Targets (issue 14, tails without GC stalls): at 256 streams, one chunk per read (staggered, 1,024
 chunks each, so the run's data has time to grow), p99 ≤ 2.5 ms, and within 1.25× of the same run
 with the garbage collector off (``gc.disable()``), the collections and their pauses printed from
-the result's client health.
+the result's client health. Each setting runs ``--gc-repeats`` times, interleaved; the ratio is of
+the mean p99s, and "tie within noise" when it misses by less than the spread between repetitions
+of one setting.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from peers import spread, verdict
 
 from specportal.loadgen import BenchConfig, run_benchmark
 from specportal.workload.items import WorkItem
@@ -141,6 +144,9 @@ def main() -> None:
     parser.add_argument("--period-ms", type=float, default=20.0)
     parser.add_argument("--gc-streams", type=int, default=256)
     parser.add_argument("--gc-chunks", type=int, default=1024)
+    parser.add_argument(
+        "--gc-repeats", type=int, default=2, help="interleaved runs per collector setting at c256"
+    )
     args = parser.parse_args()
     proc, url = start_server()
     if len(os.sched_getaffinity(0)) >= 2:
@@ -164,21 +170,28 @@ def main() -> None:
                 met = p50 <= 0.5 and p90 <= 1.0 and p99 <= 2.0
                 print("    target (staggered, quiet machine) p50 ≤ 0.5, p90 ≤ 1, p99 ≤ 2 ms: "
                       f"{'met' if met else 'NOT met'}")  # fmt: skip
-        p99 = {}
-        for gc_off in (False, True):
-            print(f"{args.gc_streams} streams × {args.gc_chunks} chunks every {args.period_ms} ms, "
-                  f"staggered (one chunk per read), collector {'off' if gc_off else 'on'}:")  # fmt: skip
-            diffs = measure(url, args.gc_streams, args.gc_chunks, args.period_ms, True, gc_off)
-            print(f"    client − server write: {pct(diffs)}  (n={len(diffs)})")
-            p99[gc_off] = float(np.percentile(diffs, 99))
-        ratio = p99[False] / p99[True]
-        print(
-            f"    p99 collector on {p99[False]:.3f} ms, off {p99[True]:.3f} ms: ratio {ratio:.2f}×"
-        )
-        print(
-            f"    target c{args.gc_streams} p99 ≤ 2.5 ms: {'met' if p99[False] <= 2.5 else 'NOT met'}"
-        )
-        print(f"    target p99 ≤ 1.25× collector off: {'met' if ratio <= 1.25 else 'NOT met'}")
+        # Interleaved repetitions: two runs of the same configuration differ by up to a third at
+        # p99 on this machine (0.37 and 0.57 ms, collector off), so the ratio's verdict says
+        # "tie within noise" when it misses by less than that noise.
+        tails: dict[bool, list[float]] = {False: [], True: []}
+        for repetition in range(args.gc_repeats):
+            for gc_off in (False, True):
+                print(f"{args.gc_streams} streams × {args.gc_chunks} chunks every "
+                      f"{args.period_ms} ms, staggered (one chunk per read), collector "
+                      f"{'off' if gc_off else 'on'}, run {repetition + 1}:")  # fmt: skip
+                diffs = measure(url, args.gc_streams, args.gc_chunks, args.period_ms, True, gc_off)
+                print(f"    client − server write: {pct(diffs)}  (n={len(diffs)})")
+                tails[gc_off].append(float(np.percentile(diffs, 99)))
+        on, off = (float(np.mean(tails[k])) for k in (False, True))
+        ratio = on / off
+        noise = max(spread(tails[False]), spread(tails[True]))
+        print(f"    p99 collector on {on:.3f} ms (runs {', '.join(f'{v:.3f}' for v in tails[False])}), "
+              f"off {off:.3f} ms (runs {', '.join(f'{v:.3f}' for v in tails[True])}): ratio "
+              f"{ratio:.2f}×, run noise ±{noise * 100:.1f} %")  # fmt: skip
+        worst = max(tails[False])
+        print(f"    target c{args.gc_streams} p99 ≤ 2.5 ms (worst run, collector on, {worst:.3f} ms): "
+              f"{'met' if worst <= 2.5 else 'NOT met'}")  # fmt: skip
+        print(f"    target p99 ≤ 1.25× collector off: {verdict(ratio, 1.25, False, noise)}")
         print(f"load average: {loadavg()}")
     finally:
         proc.terminate()
