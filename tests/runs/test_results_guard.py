@@ -1,5 +1,6 @@
 """Run results are append-only once ingested, in the database itself, on both vendors (issue 15,
-finding 10): raw SQL cannot rewrite a done run's summary or its per-request records."""
+finding 10): raw SQL cannot rewrite a done run's summary, its per-request records or the pieces of
+its stored upload."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 from configurations.models import FrozenConfiguration
 from experiments.models import Arm, Experiment
 from hosts.models import GpuHost
-from runs.models import RequestRecord, ResultUpload, Run
+from runs.models import RequestRecord, ResultUpload, ResultUploadPart, Run
 from specportal.engines.document import prepare
 from tests.configurations.factories import VLLM_EAGLE3
 
@@ -56,7 +57,8 @@ def _run(alias: str, *, ingested: bool) -> Run:
         RequestRecord.objects.using(alias).create(
             run=run, index=index, chunk_times=[0.1, 0.2], chunk_tokens=[1, 1], success=True
         )
-    ResultUpload.objects.using(alias).create(run=run, attempt=1, sha256="a" * 64, size=3)
+    upload = ResultUpload.objects.using(alias).create(run=run, attempt=1, sha256="a" * 64, size=3)
+    ResultUploadPart.objects.using(alias).create(upload=upload, number=0, data=b"abc")
     if ingested:
         Run.objects.using(alias).filter(pk=run.pk).update(
             status=Run.Status.DONE,
@@ -80,6 +82,10 @@ ATTEMPTS = {
     "delete-the-run": "DELETE FROM runs_run WHERE id = {run}",
     "swap-the-upload-hash": "UPDATE runs_resultupload SET sha256 = 'b' WHERE run_id = {run}",
     "delete-the-upload": "DELETE FROM runs_resultupload WHERE run_id = {run}",
+    "renumber-an-upload-piece": "UPDATE runs_resultuploadpart SET number = 7 WHERE upload_id IN "
+    "(SELECT id FROM runs_resultupload WHERE run_id = {run})",
+    "delete-an-upload-piece": "DELETE FROM runs_resultuploadpart WHERE upload_id IN "
+    "(SELECT id FROM runs_resultupload WHERE run_id = {run})",
 }
 
 
@@ -108,6 +114,8 @@ def test_the_database_refuses_to_rewrite_an_ingested_runs_results(alias: str, at
         RequestRecord.objects.using(alias).filter(run=run).values_list("index", "success")
     ) == [(0, True), (1, True)]
     assert ResultUpload.objects.using(alias).filter(run=run, sha256="a" * 64).exists()
+    pieces = ResultUploadPart.objects.using(alias).filter(upload__run=run)
+    assert [(n, bytes(d)) for n, d in pieces.values_list("number", "data")] == [(0, b"abc")]
 
 
 @pytest.mark.parametrize("alias", ["default", "sqlite"])
@@ -122,6 +130,29 @@ def test_no_record_can_be_added_to_an_ingested_run(alias: str) -> None:
             [RequestRecord(run=run, index=i, chunk_times=[0.3], success=False) for i in range(3, 6)]
         )
     assert RequestRecord.objects.using(alias).filter(run=run).count() == 2
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+def test_an_ingested_uploads_body_takes_no_new_piece(alias: str) -> None:
+    run = _run(alias, ingested=True)
+    upload = ResultUpload.objects.using(alias).get(run=run)
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(using=alias):
+        ResultUploadPart.objects.using(alias).create(upload=upload, number=1, data=b"def")
+    assert ResultUploadPart.objects.using(alias).filter(upload=upload).count() == 1
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+def test_an_upload_not_yet_ingested_takes_pieces_but_never_rewrites_one(alias: str) -> None:
+    run = _run(alias, ingested=False)
+    upload = ResultUpload.objects.using(alias).get(run=run)
+    ResultUploadPart.objects.using(alias).create(upload=upload, number=1, data=b"def")
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(using=alias):
+        ResultUploadPart.objects.using(alias).filter(upload=upload, number=0).update(data=b"xyz")
+    pieces = ResultUploadPart.objects.using(alias).filter(upload=upload).order_by("number")
+    assert [bytes(d) for d in pieces.values_list("data", flat=True)] == [b"abc", b"def"]
+    # a refused or replaced attempt's upload may still go, with its pieces
+    ResultUpload.objects.using(alias).filter(pk=upload.pk).delete()
+    assert not ResultUploadPart.objects.using(alias).filter(upload_id=upload.pk).exists()
 
 
 def test_copy_into_an_ingested_run_is_refused_on_postgres() -> None:
