@@ -218,7 +218,8 @@ class ResultUpload(models.Model):
 
 class ResultUploadPart(models.Model):
     """One piece of an upload's body, in order (``number`` from 0): the web process streams an
-    upload into pieces and never holds it whole; the worker reads them back in order."""
+    upload into pieces and never holds it whole; the worker reads them back in order. Never
+    rewritten, and fixed once its upload is ingested (database triggers, ``runs/0009``)."""
 
     upload = models.ForeignKey(
         ResultUpload, on_delete=models.CASCADE, related_name="parts", db_index=False
