@@ -205,3 +205,24 @@ def assert_role_matrix(method: str, url: str, body: dict[str, Any] | None, role:
         assert _call(client_for(wrong), method, url, body).status_code == 403
     allowed = _call(client_for(role), method, url, body)
     assert 200 <= allowed.status_code < 300, allowed.content
+
+
+def finish_run(run: Any, document: dict[str, Any]) -> None:
+    """Play the agent for one queued run: claim it, upload ``document`` (a result file as the load
+    generator writes it) through the portal's receipt, ingest it and advance the experiment."""
+    import gzip
+    import json
+
+    from experiments.services import experiment_advance
+    from runs import services as run_services
+    from runs.ingest import upload_ingest
+
+    run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
+    envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "done",
+                "error": None, "engine": {}, "result": document}  # fmt: skip
+    upload = run_services.run_result_receive(
+        host=run.host, run_id=run.pk, attempt=run.attempt,
+        body=gzip.compress(json.dumps(envelope).encode()),
+    )  # fmt: skip
+    upload_ingest(upload_id=upload.pk)
+    experiment_advance(experiment_id=run.experiment_id)

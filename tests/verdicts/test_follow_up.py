@@ -5,8 +5,6 @@ advise is said plainly, and refused requests change nothing."""
 from __future__ import annotations
 
 import copy
-import gzip
-import json
 from typing import Any
 
 import pytest
@@ -15,11 +13,9 @@ from django.test import Client
 from configurations.models import FrozenConfiguration
 from experiments import services
 from experiments.models import Experiment
-from runs import services as run_services
-from runs.ingest import upload_ingest
 from runs.models import Run
 from specportal.engines.lint import lint
-from tests.fixtures import LOADS, Setup, api_as, create_kwargs
+from tests.fixtures import LOADS, Setup, api_as, create_kwargs, finish_run
 from tests.specportal.cli.results import result
 from verdicts.services import verdict_recompute
 
@@ -45,19 +41,11 @@ def _measured(setup: Setup, loads: list[dict[str, Any]]) -> Experiment:
     experiment = services.experiment_create(**kwargs)
     services.experiment_start(experiment=experiment)
     while run := Run.objects.filter(experiment=experiment, status=Run.Status.QUEUED).first():
-        run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
         eagle = run.arm.label == "eagle3"
         document = result(
             tpot=0.006 if eagle else 0.01, seed=run.pk, acceptance=ACCEPTANCE if eagle else None
         ).to_dict()
-        envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "done",
-                    "error": None, "engine": {}, "result": document}  # fmt: skip
-        upload = run_services.run_result_receive(
-            host=run.host, run_id=run.pk, attempt=run.attempt,
-            body=gzip.compress(json.dumps(envelope).encode()),
-        )  # fmt: skip
-        upload_ingest(upload_id=upload.pk)
-        services.experiment_advance(experiment_id=experiment.pk)
+        finish_run(run, document)
     assert verdict_recompute(experiment_id=experiment.pk) is not None
     return Experiment.objects.get(pk=experiment.pk)
 

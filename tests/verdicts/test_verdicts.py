@@ -22,7 +22,7 @@ from experiments.models import Experiment
 from runs import services as run_services
 from runs.ingest import upload_ingest
 from runs.models import Run
-from tests.fixtures import Setup, api_as, create_kwargs
+from tests.fixtures import Setup, api_as, create_kwargs, finish_run
 from tests.specportal.cli.results import result
 from verdicts import dispatch
 from verdicts.models import CandidateVerdict, CellVerdict, Verdict, VerdictRequest
@@ -70,17 +70,8 @@ def _experiment(setup: Setup, repetitions: int = 4) -> Experiment:
 
 def _finish(run: Run, **figures: Any) -> None:
     """Play the agent for one run: claim, upload a result, ingest."""
-    run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
     tpot = 0.004 if run.arm.label == "eagle3" else 0.01
-    document = result(tpot=tpot, seed=run.pk, **figures).to_dict()
-    envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "done",
-                "error": None, "engine": {}, "result": document}  # fmt: skip
-    upload = run_services.run_result_receive(
-        host=run.host, run_id=run.pk, attempt=run.attempt,
-        body=gzip.compress(json.dumps(envelope).encode()),
-    )  # fmt: skip
-    upload_ingest(upload_id=upload.pk)
-    services.experiment_advance(experiment_id=run.experiment_id)
+    finish_run(run, result(tpot=tpot, seed=run.pk, **figures).to_dict())
 
 
 def _run_all(experiment: Experiment) -> None:
