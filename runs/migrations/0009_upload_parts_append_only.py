@@ -71,22 +71,17 @@ BEGIN
     SELECT RAISE(ABORT, '{PART_MESSAGE}');
 END;
 """,
-    f"""
-CREATE TRIGGER runs_resultuploadpart_insert_guard
-BEFORE INSERT ON {PART}
-FOR EACH ROW WHEN {_ingested("NEW.upload_id")}
+    *(
+        f"""
+CREATE TRIGGER runs_resultuploadpart_{op.lower()}_guard
+BEFORE {op} ON {PART}
+FOR EACH ROW WHEN {_ingested(f"{row}.upload_id")}
 BEGIN
     SELECT RAISE(ABORT, '{PART_INGESTED_MESSAGE}');
 END;
-""",
-    f"""
-CREATE TRIGGER runs_resultuploadpart_delete_guard
-BEFORE DELETE ON {PART}
-FOR EACH ROW WHEN {_ingested("OLD.upload_id")}
-BEGIN
-    SELECT RAISE(ABORT, '{PART_INGESTED_MESSAGE}');
-END;
-""",
+"""
+        for op, row in (("INSERT", "NEW"), ("DELETE", "OLD"))
+    ),
 ]
 SQLITE_BACKWARD = [
     "DROP TRIGGER IF EXISTS runs_resultuploadpart_delete_guard;",
@@ -95,21 +90,12 @@ SQLITE_BACKWARD = [
 ]
 
 
-def _run(schema_editor, statements):
-    vendor = schema_editor.connection.vendor
-    if vendor not in statements:
-        raise RuntimeError(f"no upload piece guard for database vendor {vendor!r}")
-    sql = statements[vendor]
-    for statement in [sql] if isinstance(sql, str) else sql:
-        schema_editor.execute(statement, params=None)
-
-
 def guards_forward(apps, schema_editor):
-    _run(schema_editor, {"postgresql": POSTGRES_FORWARD, "sqlite": SQLITE_FORWARD})
+    _GUARDS._run(schema_editor, {"postgresql": POSTGRES_FORWARD, "sqlite": SQLITE_FORWARD})
 
 
 def guards_backward(apps, schema_editor):
-    _run(schema_editor, {"postgresql": POSTGRES_BACKWARD, "sqlite": SQLITE_BACKWARD})
+    _GUARDS._run(schema_editor, {"postgresql": POSTGRES_BACKWARD, "sqlite": SQLITE_BACKWARD})
 
 
 class Migration(migrations.Migration):
