@@ -196,9 +196,10 @@ def upload_failure(client: PortalClient, stall: Stall) -> bool:
     return False
 
 
-def child_pids() -> list[int]:
-    """This process's direct children (Linux ``/proc``; elsewhere the multiprocessing ones)."""
-    me = os.getpid()
+def child_pids(parent: int | None = None) -> list[int]:
+    """The live direct children of ``parent`` (this process by default), from Linux's ``/proc``;
+    elsewhere this process's multiprocessing children."""
+    me = os.getpid() if parent is None else parent
     if not sys.platform.startswith("linux"):
         import multiprocessing
 

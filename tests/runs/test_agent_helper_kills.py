@@ -38,6 +38,7 @@ from tests.harness import (
     start_portal_worker,
     wait_for,
 )
+from tests.procfs import named_children
 
 pytestmark = [
     pytest.mark.integration,
@@ -62,20 +63,6 @@ def fast_run_state(settings: Any) -> dict[str, str]:
     return env
 
 
-def _children(pid: int) -> dict[str, int]:
-    """``comm`` → pid of the live children of ``pid`` (the loadgen's helpers name themselves)."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            comm = (stat.parent / "comm").read_text().strip()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found[comm] = int(stat.parent.name)
-    return found
-
-
 def _gone(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -97,7 +84,7 @@ def _helper(agent: Process, which: str) -> Callable[[], int | None]:
             if started is None:
                 return None
             return started[1] if which == "lifeline" else started[0]
-        return _children(agent.popen.pid).get(
+        return named_children(agent.popen.pid).get(
             {"sampler": "sp-metrics", "client": "sp-client-1"}[which]
         )
 

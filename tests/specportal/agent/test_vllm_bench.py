@@ -18,6 +18,7 @@ import pytest
 
 from specportal.agent.vllm_bench import run_vllm_bench
 from specportal.protocol import RunSpec
+from tests.procfs import child_pids
 from tests.specportal.protocol.documents import run_spec_dict
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -135,7 +136,7 @@ def test_a_killed_bench_command_fails_the_run_at_once_with_its_exit(
     deadline = time.monotonic() + 60
     child = None
     while child is None and time.monotonic() < deadline:
-        child = next((p for p in _children() if b"specportal\x00bench" in _cmdline(p)), None)
+        child = next((p for p in child_pids() if b"specportal\x00bench" in _cmdline(p)), None)
         time.sleep(0.1)
     assert child is not None, "the bench command did not start"
     time.sleep(2.0)  # requests in flight
@@ -147,19 +148,6 @@ def test_a_killed_bench_command_fails_the_run_at_once_with_its_exit(
     error = outcome["error"]
     assert isinstance(error, RuntimeError)
     assert "wrote no result (exit -9)" in str(error)
-
-
-def _children() -> list[int]:
-    me = os.getpid()
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
 
 
 def _cmdline(pid: int) -> bytes:

@@ -22,24 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.procfs import named_children
 from tests.specportal.emulator.harness import StartEmulator
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-
-
-def _named_children(pid: int) -> dict[str, int]:
-    """``comm`` → pid of the live children of ``pid`` (helpers name themselves ``sp-*``)."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-            comm = (stat.parent / "comm").read_text().strip()
-        except OSError:
-            continue
-        fields = text.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found[comm] = int(stat.parent.name)
-    return found
 
 
 def _wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
@@ -71,7 +57,7 @@ def test_a_killed_metrics_sampler_ends_nothing_but_its_own_samples(
     bench = _bench(emulator.url, tmp_path, "--num-prompts", "40", "--request-rate", "10",
                    "--metrics-interval", "0.05")  # fmt: skip
     try:
-        sampler = _wait_for(lambda: _named_children(bench.pid).get("sp-metrics"), 20,
+        sampler = _wait_for(lambda: named_children(bench.pid).get("sp-metrics"), 20,
                             "the sampler starts")  # fmt: skip
         time.sleep(1.0)  # a few samples taken
         os.kill(int(str(sampler)), signal.SIGKILL)
@@ -102,7 +88,7 @@ def test_a_killed_client_process_stops_the_run_with_one_line_and_no_leftovers(
     try:
         helpers = _wait_for(
             lambda: (
-                (found := _named_children(bench.pid)).keys()
+                (found := named_children(bench.pid)).keys()
                 >= {"sp-client-0", "sp-client-1", "sp-metrics"}
                 and found
             ),

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from specportal.loadgen.scrape import parse_metrics_text, total
+from tests.procfs import child_pids
 from tests.specportal.emulator.harness import StartEmulator
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -33,18 +34,6 @@ def _gone(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"  # exited, not reaped yet
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -140,7 +129,7 @@ def test_a_killed_bench_leaves_no_client_process_or_sampler_behind(
     )  # fmt: skip
     try:
         _wait(lambda: _tokens(emulator.url) > 0, 60, "the clients send requests")
-        helpers = _children(bench.pid)
+        helpers = child_pids(bench.pid)
         assert len(helpers) == 3, helpers  # two client processes and the sampler
         # when the bench is killed
         bench.kill()
