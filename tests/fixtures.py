@@ -8,6 +8,8 @@ permission tests.
 from __future__ import annotations
 
 import copy
+import gzip
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +21,11 @@ from accounts import roles
 from accounts.services import api_token_rotate, user_create_or_update
 from configurations.models import FrozenConfiguration
 from configurations.services import configuration_create
+from experiments.services import experiment_advance
 from hosts.models import GpuHost
 from hosts.services import host_heartbeat_record, host_register, host_token_issue
+from runs import services as run_services
+from runs.ingest import upload_ingest
 from tests.specportal.emulator.harness import start_emulator
 
 __all__ = ["start_emulator"]  # the emulator fixture, for tests that measure runs for real
@@ -210,13 +215,6 @@ def assert_role_matrix(method: str, url: str, body: dict[str, Any] | None, role:
 def finish_run(run: Any, document: dict[str, Any]) -> None:
     """Play the agent for one queued run: claim it, upload ``document`` (a result file as the load
     generator writes it) through the portal's receipt, ingest it and advance the experiment."""
-    import gzip
-    import json
-
-    from experiments.services import experiment_advance
-    from runs import services as run_services
-    from runs.ingest import upload_ingest
-
     run_services.run_claim(host=run.host, run_id=run.pk, attempt=run.attempt)
     envelope = {"schema": 1, "run": run.pk, "attempt": run.attempt, "outcome": "done",
                 "error": None, "engine": {}, "result": document}  # fmt: skip
