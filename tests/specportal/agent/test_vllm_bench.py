@@ -60,20 +60,24 @@ def emulated_vllm() -> Iterator[str]:
     server.wait(10)
 
 
+# The run's configuration: the target alone, no speculation.
+PLAIN = {
+    "id": 1,
+    "name": "plain",
+    "config_hash": "ab" * 32,
+    "engine": "vllm",
+    "method": "none",
+    "document": {"engine": "vllm", "target": {"model": MODEL}},
+}
+
+
 def test_saved_vllm_result_is_read_back_as_the_load_generators_result(
     emulated_vllm: str, tmp_path: Path
 ) -> None:
     spec = RunSpec.from_dict(
         run_spec_dict(
             repetition=1,
-            configuration={
-                "id": 1,
-                "name": "plain",
-                "config_hash": "ab" * 32,
-                "engine": "vllm",
-                "method": "none",
-                "document": {"engine": "vllm", "target": {"model": MODEL}},
-            },
+            configuration=PLAIN,
             workload={
                 "name": "chat",
                 "runner": "vllm-bench-serve",
@@ -107,14 +111,7 @@ def test_a_killed_bench_command_fails_the_run_at_once_with_its_exit(
     # issue 15, finding 2: the command is one of the agent's helpers; its death ends the run
     spec = RunSpec.from_dict(
         run_spec_dict(
-            configuration={
-                "id": 1,
-                "name": "plain",
-                "config_hash": "ab" * 32,
-                "engine": "vllm",
-                "method": "none",
-                "document": {"engine": "vllm", "target": {"model": MODEL}},
-            },
+            configuration=PLAIN,
             workload={"name": "chat", "runner": "vllm-bench-serve", "input_len": 16,
                       "output_len": 64, "ignore_eos": True},
             load={"name": "c1", "concurrency": 1, "requests": 10_000},
